@@ -7,6 +7,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { SystemClock } from '../../src/contract/clock.js';
+import { operationId } from '../../src/contract/ids.js';
 import { AdapterError, adapterErrorKinds, type AdapterErrorKind } from '../../src/contract/errors.js';
 import { HttpContracts, type ContractCalls } from '../../src/workflow/exec/http-contracts.js';
 import { harness, runToEnd, yaml } from './support.js';
@@ -101,6 +102,47 @@ test('an unavailable facade (503, whatever its body says) is looked up again and
     const record = await runToEnd(h, document, {}, 'http-fault-503');
     assert.deepEqual([record.error?.type, record.error?.status], expected.unavailable);
     assert.ok(posts > 1, `the request was sent again (${posts})`);
+  } finally {
+    await h.close();
+  }
+});
+
+test('a poll answered with another operation’s result (decided success) is a protocol conflict, never the call’s success', async () => {
+  const clock = new SystemClock();
+  const digest = `sha256:${'1'.repeat(64)}`;
+  const result = (operationId: string, decided: boolean) => ({
+    operationId,
+    contract: { id: 'lab.review', version: '1.0.0', digest },
+    interaction: 'review',
+    invocationKey: 'k',
+    phase: decided ? 'settled' : 'active',
+    admittedAtMs: 1,
+    deadlineMs: 5000,
+    decision: decided ? { outcome: 'success', reason: 'threshold', closedAtMs: 2, successVotes: 1, failedUnits: 0, units: 1, threshold: 1 } : null,
+    settlement: { status: decided ? 'complete' : 'pending', siblings: [] },
+    branches: [],
+    output: null,
+    outputError: null,
+  });
+  const other = `op${'f'.repeat(64)}`;
+  let asked: string | undefined;
+  // The POST answers the call's own operation, pending; every poll answers another, decided.
+  const facade: typeof fetch = async (input, init) => {
+    if (init?.method === 'POST') {
+      const body = JSON.parse(String(init.body)) as { invocationKey: string };
+      asked = body.invocationKey;
+      return Response.json(result(operationId('alice', digest, body.invocationKey), false), { status: 202, headers: { 'convoke-wait-for': 'decision' } });
+    }
+    return Response.json(result(other, true), { status: 200, headers: { 'convoke-wait-for': 'decision' } });
+  };
+  const calls = new HttpContracts({ endpoint: 'http://127.0.0.1:9', credential: { env: 'T' }, env: { T: 'token' }, clock, fetch: facade, retryBudgetMs: 500 });
+  const h = harness({ clock, invocations: calls });
+  try {
+    const record = await runToEnd(h, document, {}, 'poll-other');
+    assert.ok(asked, 'the call was made');
+    assert.equal(record.status, 'faulted', JSON.stringify(record.output));
+    assert.deepEqual([record.error?.type, record.error?.status], [`${sw}communication`, 409]);
+    assert.match(record.error?.detail ?? '', new RegExp(other));
   } finally {
     await h.close();
   }

@@ -601,21 +601,27 @@ async function invokeAndWait(interpreter: Interpreter, run: TaskRun, args: Contr
     const request = { contract: args.contract, interaction: args.interaction, invocationKey, input: args.input };
     // The runtime answers the boundary: the call's waitFor, or its interaction's when the call names none (a weaker one it refuses).
     const invoked = await service.invoke({ principalId, senderPeerId: null }, args.waitFor === undefined ? request : { ...request, waitFor: args.waitFor });
-    let result = invoked.result;
+    let result = ofOperation(invoked.result, expectedId, ref);
     const boundary = invoked.boundary;
-    if (result.operationId !== expectedId)
-      throw raise('communication', 409, 'Protocol conflict', ref, `the runtime answered operation ${result.operationId}, expected ${expectedId}`);
     if (args.waitFor === 'settled' && boundary !== 'settled')
       throw raise('communication', 409, 'Protocol conflict', ref, `the runtime answered the boundary ${boundary}, the call asked for settled`);
     while (!reached(result, boundary)) {
       if (run.frame.signal.aborted) throw new Halted('the call was stopped');
-      ({ result } = await service.wait(principalId, expectedId, boundary, interpreter.deps.contractWaitChunkMs, run.frame.signal));
+      const waited = await service.wait(principalId, expectedId, boundary, interpreter.deps.contractWaitChunkMs, run.frame.signal);
+      result = ofOperation(waited.result, expectedId, ref);
     }
     return answerOf(result, boundary, ref);
   } catch (error) {
     if (error instanceof AdapterError) throw new WorkflowRaise(adapterFault(error, ref));
     throw error;
   }
+}
+
+/** `result` when it is the operation the call bound; any other (a runtime or a proxy answering for another) is a protocol conflict, never the call's answer. */
+function ofOperation(result: InvocationResult, expectedId: string, ref: string): InvocationResult {
+  if (result.operationId !== expectedId)
+    throw raise('communication', 409, 'Protocol conflict', ref, `the runtime answered operation ${result.operationId}, expected ${expectedId}`);
+  return result;
 }
 
 /**
