@@ -224,3 +224,51 @@ test('a success decision whose aggregate output fails its schema raises a typed 
     await embedded.close();
   }
 });
+
+test('a DSL retry of a call whose key the document gives is a new logical invocation too: its key derived from the given one', async () => {
+  const clock = new SystemClock();
+  const store = new MemoryEventStore({ clock });
+  const embedded = await deployment('reject', clock, store);
+  const h = harness({ store, clock, invocations: embedded.coordinator });
+  try {
+    const digest = embedded.bundle.ref.digest;
+    const retried = await runToEnd(
+      h,
+      yaml(
+        pipeline(
+          digest,
+          `  - guarded:
+      try:
+        - review:
+            call: invoke-contract
+            with:
+              contract: { id: lab.review, version: '1.0.0', digest: '${digest}' }
+              interaction: review
+              input: { document: x }
+              invocationKey: release-7
+      catch:
+        errors: { with: { type: https://convoke.dev/errors/workflow/decision } }
+        retry: { delay: { milliseconds: 10 }, limit: { attempt: { count: 1 } } }
+        do:
+          - giveUp: { set: { gaveUp: true } }`,
+        ),
+      ),
+      {},
+      'order-6',
+    );
+    assert.deepEqual(retried.output, { gaveUp: true });
+    const children = Object.values(retried.children).sort((x, y) => x.attempt - y.attempt);
+    assert.deepEqual(
+      children.map((c) => c.invocationKey),
+      ['release-7', stageInvocationKey('release-7', { pointer: '/do/0/guarded/try/0/review', iterations: [], attempt: 2 })],
+      'the first invocation under the given key, the retry under one derived from it',
+    );
+    assert.notEqual(children[0]!.operationId, children[1]!.operationId, 'the retry is another operation');
+    const operations: string[] = [];
+    for await (const id of store.operationIds()) operations.push(id);
+    assert.equal(operations.length, 2);
+  } finally {
+    await h.close();
+    await embedded.close();
+  }
+});

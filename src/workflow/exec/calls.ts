@@ -572,7 +572,14 @@ async function callContract(interpreter: Interpreter, run: TaskRun, raw: JsonObj
       (child) => child.ref === ref && child.iterations.join('/') === run.frame.iterations.join('/'),
     );
     const attempt = same.length + 1;
-    const invocationKey = args.invocationKey ?? stageInvocationKey(started.invocationKey, { pointer: ref, iterations: run.frame.iterations, attempt });
+    const position = { pointer: ref, iterations: run.frame.iterations, attempt };
+    // A given key names the position's first logical invocation; a later one (a DSL retry, a revisit) derives its own from it.
+    const invocationKey =
+      args.invocationKey === undefined
+        ? stageInvocationKey(started.invocationKey, position)
+        : attempt === 1
+          ? args.invocationKey
+          : stageInvocationKey(args.invocationKey, position);
     const id = operationId(started.principalId, args.contract.digest, invocationKey);
     // The call's start goes with its binding: one transition (the step below finds it recorded).
     await interpreter.propose({
