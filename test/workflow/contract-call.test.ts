@@ -272,3 +272,42 @@ test('a DSL retry of a call whose key the document gives is a new logical invoca
     await embedded.close();
   }
 });
+
+test('a contract call in a for loop: each iteration is bound under the key of its pointer and iteration index, before its call', async () => {
+  const clock = new SystemClock();
+  const store = new MemoryEventStore({ clock });
+  const embedded = await deployment('approve', clock, store);
+  const h = harness({ store, clock, invocations: embedded.coordinator });
+  try {
+    const digest = embedded.bundle.ref.digest;
+    const record = await runToEnd(
+      h,
+      yaml(
+        pipeline(
+          digest,
+          `  - each:
+      for: { each: doc, in: '\${ .docs }' }
+      do:
+        - review:
+            call: invoke-contract
+            with:
+              contract: { id: lab.review, version: '1.0.0', digest: '${digest}' }
+              interaction: review
+              input: { document: '\${ $doc }' }`,
+        ),
+      ),
+      { docs: ['a', 'b'] },
+      'order-7',
+    );
+    assert.equal(record.status, 'completed', JSON.stringify(record.error));
+    const children = Object.values(record.children).sort((x, y) => (x.iterations[0] ?? 0) - (y.iterations[0] ?? 0));
+    assert.deepEqual(
+      children.map((c) => [c.iterations, c.attempt, c.invocationKey]),
+      [0, 1].map((i) => [[i], 1, stageInvocationKey('order-7', { pointer: '/do/0/each/do/0/review', iterations: [i], attempt: 1 })]),
+    );
+    for (const child of children) assert.equal(child.operationId, operationId('alice', digest, child.invocationKey));
+  } finally {
+    await h.close();
+    await embedded.close();
+  }
+});
