@@ -94,7 +94,7 @@ module.exports = {
     layer(
       'workflow-dsl',
       '^src/workflow/dsl/',
-      [...below.contract, '^src/workflow/(version|schemas|secrets|authentication|refs|jq-determinism)[.]ts$', '^src/workflow/dsl/'],
+      [...below.contract, '^src/workflow/(version|schemas|secrets|authentication|refs|jq-determinism|contract-errors)[.]ts$', '^src/workflow/dsl/'],
       'the workflow language (checks, lowering, the contract function, the SDK) knows the contract, the DSL version, the data schemas, where secrets may be read, which authentication policies are allowed, which jq is refused and what a workflow reference names only: no runtime, no executor.',
     ),
     layer(

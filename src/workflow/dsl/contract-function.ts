@@ -15,9 +15,9 @@
  * standalone Serverless Workflow 1.0.3, the document declares the function in
  * `use.functions.invoke-contract` as the standard call another engine would make: an HTTP POST of
  * an InvocationRequest to `<endpoint>/contract-invocations`, the endpoint and the bearer
- * credential taken from the secret `convoke` (a reference, never a value in the bundle). Its
- * output is the InvocationResult; HTTP 200/202 is progress, never business success, which is why
- * lowered pipelines check `decision.outcome` (and the settlement) after each call.
+ * credential taken from the secret `convoke` (a reference, never a value in the bundle), polled
+ * until the boundary, and checked as the executor checks it: HTTP 200/202 is progress, never
+ * business success.
  */
 import { invalidInput } from '../../contract/errors.js';
 import type { JsonObject, JsonValue } from '../../contract/json.js';
@@ -26,6 +26,7 @@ import { limits } from '../../contract/limits.js';
 import { invocationKeySchema, tokenSchema } from '../../contract/ids.js';
 import { compileChecker } from '../../contract/validation.js';
 import type { WaitFor } from '../../contract/types.js';
+import { contractDecisionErrorType, contractOutputErrorType, contractSettlementErrorType } from '../contract-errors.js';
 
 /** The name a workflow calls (`call: invoke-contract`). */
 export const contractFunctionName = 'invoke-contract';
@@ -44,35 +45,132 @@ const requestBody =
   String(limits.waitMsMax) +
   '} + (if .waitFor == null then {} else {waitFor: .waitFor} end) }';
 
-/** The declaration every document carries in `use.functions.invoke-contract`. */
-export const contractFunctionDefinition: JsonObject = {
-  input: {
-    schema: {
-      format: 'json',
-      document: {
-        type: 'object',
-        required: ['contract', 'interaction', 'input'],
-        properties: {
-          contract: {
-            type: 'object',
-            required: ['id', 'version', 'digest'],
-            properties: { id: { type: 'string' }, version: { type: 'string' }, digest: { type: 'string' } },
-          },
-          interaction: { type: 'string' },
-          input: {},
-          waitFor: { enum: ['decision', 'settled'] },
-          invocationKey: { type: 'string' },
+/** The function's input, as its declaration states it. */
+const functionInput: JsonObject = {
+  schema: {
+    format: 'json',
+    document: {
+      type: 'object',
+      required: ['contract', 'interaction', 'input'],
+      properties: {
+        contract: {
+          type: 'object',
+          required: ['id', 'version', 'digest'],
+          properties: { id: { type: 'string' }, version: { type: 'string' }, digest: { type: 'string' } },
         },
+        interaction: { type: 'string' },
+        input: {},
+        waitFor: { enum: ['decision', 'settled'] },
+        invocationKey: { type: 'string' },
       },
     },
   },
+};
+
+const endpoint = (uri: string): JsonObject => ({ uri, authentication: { bearer: { use: contractFunctionSecret } } });
+
+/** The boundary the answer speaks of: the facade names it (`convoke-wait-for`); else the one asked. */
+const boundary = '(.response.headers["convoke-wait-for"] // .with.waitFor // "decision")';
+const answered = (what: string) => `\\(.response.content.operationId) ${what}`;
+
+/**
+ * The declaration every document carries in `use.functions.invoke-contract`: what another engine
+ * runs, meaning what convoke's executor does (calls.ts). POST the InvocationRequest; while the
+ * facade answers 202 (the boundary not reached within its wait), GET the operation with the
+ * longest wait again (bounded long-polling: the task's or the workflow's timeout ends it); then
+ * success only when the decision is success, the settlement complete where the boundary is
+ * `settled`, and the typed output projected — otherwise the DSL error convoke's executor raises.
+ * The output is the executor's: `{operationId, decision, settlement, output}`.
+ */
+export const contractFunctionDefinition: JsonObject = {
+  input: functionInput,
+  do: [
+    {
+      invoke: {
+        call: 'http',
+        with: {
+          method: 'post',
+          endpoint: endpoint('${ $secrets.' + contractFunctionSecret + '.endpoint + "/contract-invocations" }'),
+          headers: { 'content-type': 'application/json' },
+          body: requestBody,
+          output: 'response',
+        },
+        output: { as: '${ {with: $input, response: .} }' },
+      },
+    },
+    { poll: { switch: [{ pending: { when: '${ .response.statusCode == 202 }', then: 'again' } }, { reached: { then: 'decided' } }] } },
+    {
+      again: {
+        call: 'http',
+        with: {
+          method: 'get',
+          endpoint: endpoint(
+            '${ $secrets.' +
+              contractFunctionSecret +
+              '.endpoint + "/contract-invocations/" + .response.content.operationId + "?waitMs=' +
+              String(limits.waitMsMax) +
+              '" + (if .with.waitFor == null then "" else "&waitFor=\\(.with.waitFor)" end) }',
+          ),
+          output: 'response',
+        },
+        output: { as: '${ {with: $input.with, response: .} }' },
+        then: 'poll',
+      },
+    },
+    {
+      decided: {
+        if: '${ .response.content.decision.outcome != "success" }',
+        raise: {
+          error: {
+            type: contractDecisionErrorType,
+            status: 422,
+            title: 'Contract decision not success',
+            detail: `\${ "operation ${answered('decided \\(.response.content.decision.outcome // "nothing") (\\(.response.content.decision.reason // "no reason"))')}" }`,
+          },
+        },
+      },
+    },
+    {
+      settled: {
+        if: `\${ ${boundary} == "settled" and .response.content.settlement.status != "complete" }`,
+        raise: {
+          error: {
+            type: contractSettlementErrorType,
+            status: 422,
+            title: 'Contract settlement not complete',
+            detail: `\${ "operation ${answered('settled \\(.response.content.settlement.status)')}" }`,
+          },
+        },
+      },
+    },
+    {
+      projected: {
+        if: '${ .response.content.outputError != null }',
+        raise: {
+          error: {
+            type: contractOutputErrorType,
+            status: 422,
+            title: 'Contract output not projected',
+            detail: `\${ "operation ${answered('decided success, and its output could not be projected (\\(.response.content.outputError.kind))')}" }`,
+          },
+        },
+      },
+    },
+    { answer: { set: '${ .response.content | {operationId, decision, settlement, output} }' } },
+  ],
+};
+
+/**
+ * The declaration documents carried before the function polled and checked the decision itself
+ * (a single POST whose output was the InvocationResult): still accepted as written in a document,
+ * which then declares that older function for other engines. convoke's executor runs neither.
+ */
+export const contractFunctionDefinitionV1: JsonObject = {
+  input: functionInput,
   call: 'http',
   with: {
     method: 'post',
-    endpoint: {
-      uri: '${ $secrets.' + contractFunctionSecret + '.endpoint + "/contract-invocations" }',
-      authentication: { bearer: { use: contractFunctionSecret } },
-    },
+    endpoint: endpoint('${ $secrets.' + contractFunctionSecret + '.endpoint + "/contract-invocations" }'),
     headers: { 'content-type': 'application/json' },
     body: requestBody,
     output: 'content',

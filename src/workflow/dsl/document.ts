@@ -18,7 +18,7 @@ import { checkAuthenticationPolicy, checkCallAuthentication } from '../authentic
 import { authenticationPlaces, checkSecretUses, valueAt } from '../secrets.js';
 import { checkFlowDirective, namesWorkflow, refusedCallTypes, type WorkflowRef } from '../refs.js';
 import { workflowDslVersion } from '../version.js';
-import { checkContractCallWith, contractFunctionDefinition, contractFunctionName } from './contract-function.js';
+import { checkContractCallWith, contractFunctionDefinition, contractFunctionDefinitionV1, contractFunctionName } from './contract-function.js';
 import { checkDeterministicJq, checkDeterministicText, isRuntimeExpression } from '../jq-determinism.js';
 
 /** The bundle a document is pinned in: what its contract calls may name without a digest. */
@@ -74,7 +74,7 @@ export function checkWorkflowDocument(document: JsonObject, base = '', enclosing
     for (const [name, task] of Object.entries(use.functions)) {
       const where = at(base, 'use', 'functions', name);
       if (name === contractFunctionName) {
-        if (!jsonEquals(task, contractFunctionDefinition)) {
+        if (!jsonEquals(task, contractFunctionDefinition) && !jsonEquals(task, contractFunctionDefinitionV1)) {
           throw invalidInput(
             `${where}: "${contractFunctionName}" is convoke's contract function; omit it (it is declared for you) or declare it exactly as docs/workflows.md shows`,
           );

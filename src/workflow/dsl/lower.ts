@@ -10,12 +10,11 @@
  *               input: {schema}       #   the DSL itself validates against the transform's schemas
  *               output: {schema}
  *               set: ${ <jq> }
- *           - invoke:                 # the contract function (contract-function.ts)
- *               call: invoke-contract
+ *           - invoke:                 # the contract function (contract-function.ts): stop-on-failure,
+ *               call: invoke-contract #   since anything but a success decision (and a complete
  *               with: {contract: {id, version, digest}, interaction, input: ${ getpath([…]) }, waitFor}
- *           - check:                  # stop-on-failure: anything but a success decision (and a
- *               if: ${ … }            #   complete settlement when settled was asked for) raises
- *               raise: {error: …}     #   a typed error, which ends the pipeline faulted
+ *                                     #   settlement when settled is the boundary) raises a typed
+ *                                     #   error, which ends the pipeline faulted
  *           - output:
  *               set: ${ .output }     # the stage's output: the interaction's typed output
  *
@@ -23,16 +22,11 @@
  * the NATS subject and whose data is the bound payload; its output is its input, passed on.
  */
 import type { CompiledBundle } from '../../contract/bundle.js';
-import { jsonPointer } from '../../contract/ijson.js';
 import type { JsonObject, JsonValue } from '../../contract/json.js';
 import type { Pipeline } from '../../contract/types.js';
 import { workflowDslVersion } from '../version.js';
 import { contractFunctionDefinition, contractFunctionName, contractFunctionSecret } from './contract-function.js';
 import { planPipeline, type StagePlan } from './pipeline.js';
-
-/** The DSL error a stage that did not succeed raises (RFC 7807 shape, as the DSL's errors are). */
-export const stageFailedErrorType = 'https://convoke.dev/errors/workflow/stage-not-successful';
-export const stageFailedStatus = 422;
 
 const semver =
   /^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$/;
@@ -75,12 +69,12 @@ export function lowerPipeline(compiled: CompiledBundle, name: string, pipeline: 
     ...(callsContract
       ? { use: { functions: { [contractFunctionName]: structuredClone(contractFunctionDefinition) }, secrets: [contractFunctionSecret] } }
       : {}),
-    do: plans.map((plan, index) => ({ [plan.name]: { do: stageTasks(compiled, name, plan, `/do${jsonPointer([index, plan.name])}`) } })),
+    do: plans.map((plan) => ({ [plan.name]: { do: stageTasks(compiled, name, plan) } })),
   };
   return document;
 }
 
-function stageTasks(compiled: CompiledBundle, pipeline: string, plan: StagePlan, reference: string): JsonValue[] {
+function stageTasks(compiled: CompiledBundle, pipeline: string, plan: StagePlan): JsonValue[] {
   const tasks: JsonValue[] = [];
   if (plan.transform) {
     tasks.push({ transform: { input: schemaOf(plan.transform.input), output: schemaOf(plan.transform.output), set: `\${ ${plan.transform.expression} }` } });
@@ -96,21 +90,6 @@ function stageTasks(compiled: CompiledBundle, pipeline: string, plan: StagePlan,
     invoke: {
       call: contractFunctionName,
       with: { contract: { id, version, digest }, interaction: plan.interaction, input: jqPath(plan.inputPath), waitFor: plan.waitFor },
-    },
-  });
-  const settled = plan.waitFor === 'settled' ? ' or .settlement.status != "complete"' : '';
-  tasks.push({
-    check: {
-      if: `\${ .decision == null or .decision.outcome != "success" or .outputError != null${settled} }`,
-      raise: {
-        error: {
-          type: stageFailedErrorType,
-          status: stageFailedStatus,
-          title: 'Stage not successful',
-          detail: `\${ "stage ${plan.name}: operation \\(.operationId), decision \\(.decision.outcome // "none"), settlement \\(.settlement.status)\\(if .outputError == null then "" else ", output error \\(.outputError.kind)" end)" }`,
-          instance: reference,
-        },
-      },
     },
   });
   tasks.push({ output: { set: '${ .output }' } });

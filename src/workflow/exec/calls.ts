@@ -18,6 +18,7 @@ import { limits } from '../../contract/limits.js';
 import type { ContractRef, WaitFor } from '../../contract/types.js';
 import type { InvocationResult } from '../../projections/views.js';
 import { stageInvocationKey } from '../ids.js';
+import { contractDecisionErrorType, contractOutputErrorType, contractSettlementErrorType } from '../contract-errors.js';
 import { isObject } from './document.js';
 import { WorkflowRaise, raise } from './dsl-errors.js';
 import type { WorkflowError } from './events.js';
@@ -512,10 +513,6 @@ async function loadOperation(interpreter: Interpreter, run: TaskRun, args: JsonO
 
 // ── contracts ────────────────────────────────────────────────────────────
 
-const decisionErrorType = 'https://convoke.dev/errors/workflow/decision';
-const settlementErrorType = 'https://convoke.dev/errors/workflow/settlement';
-const outputErrorType = 'https://convoke.dev/errors/workflow/output';
-
 interface ContractArgs {
   contract: ContractRef;
   interaction: string;
@@ -646,7 +643,7 @@ function answerOf(result: InvocationResult, waitFor: WaitFor, ref: string): Json
   };
   if (decision?.outcome !== 'success') {
     throw new WorkflowRaise({
-      type: decisionErrorType,
+      type: contractDecisionErrorType,
       status: 422,
       title: `Contract decision ${decision?.outcome ?? 'missing'}`,
       detail: `operation ${result.operationId} decided ${decision?.outcome ?? 'nothing'} (${decision?.reason ?? 'no reason'})`,
@@ -655,7 +652,7 @@ function answerOf(result: InvocationResult, waitFor: WaitFor, ref: string): Json
   }
   if (waitFor === 'settled' && result.settlement.status !== 'complete') {
     throw new WorkflowRaise({
-      type: settlementErrorType,
+      type: contractSettlementErrorType,
       status: 422,
       title: `Contract settlement ${result.settlement.status}`,
       detail: `operation ${result.operationId} settled ${result.settlement.status}`,
@@ -664,7 +661,7 @@ function answerOf(result: InvocationResult, waitFor: WaitFor, ref: string): Json
   }
   if (result.outputError !== null) {
     throw new WorkflowRaise({
-      type: outputErrorType,
+      type: contractOutputErrorType,
       status: 422,
       title: `Contract output ${result.outputError.kind}`,
       detail: `operation ${result.operationId} decided success, and its output could not be projected (${result.outputError.kind}: ${result.outputError.description ?? 'no description'})`,
