@@ -1,7 +1,8 @@
 /**
  * A `call: http` request that cannot be made as written — a GET or HEAD with a body, a method
  * that is not an HTTP token or that fetch forbids (CONNECT, TRACE, TRACK), an endpoint whose scheme
- * is not http or https — is the DSL's validation error (400) at the task, raised before anything
+ * is not http or https, a header name that is not a token or a value (from the input) holding CR,
+ * LF, NUL or a character past U+00FF — is the DSL's validation error (400) at the task, raised before anything
  * is sent: the document is at fault, not the service, and a `try` that retries communication
  * errors (the DSL's own example retries 503) must not send it again and again.
  */
@@ -47,4 +48,27 @@ test('a request that cannot be made as written is a validation error (400) at th
     const sent = await runToEnd(h, calling(`{ method: post, endpoint: '${base}/b', body: { a: 1 } }`), {}, 'post');
     assert.equal(sent.status, 'completed', JSON.stringify(sent.error));
     assert.deepEqual(paths, ['/b'], 'only the request that could be made was sent');
+  }));
+
+test('a header a request cannot carry — a value from the input with CR, LF or NUL, or past U+00FF; a name that is not a token — is a validation error (400), never sent nor retried', () =>
+  withPathService(async (base, paths, h) => {
+    const headers = (entries: string) => calling(`{ method: get, endpoint: '${base}/a', headers: { ${entries} } }`);
+    const fromInput = headers(`x-user: '\${ .name }'`);
+    const cases: [string, ReturnType<typeof calling>, string, RegExp][] = [
+      ['crlf', fromInput, 'a\r\nHost: elsewhere', /the header x-user: its value holds U\+000D at character 1 \(/],
+      ['nul', fromInput, 'a\u0000b', /the header x-user: its value holds U\+0000 at character 1 \(/],
+      ['wide', fromInput, 'caf\u00e9 \u{1F600}', /the header x-user: its value holds U\+1F600 at character 5 \(/],
+      ['name', headers(`'bad name': x`), '', /the header name "bad name" is not an HTTP token/],
+    ];
+    for (const [key, document, name, detail] of cases) {
+      const record = await runToEnd(h, document, { name }, key);
+      assert.equal(record.status, 'faulted', key);
+      assert.equal(record.error?.type, validation, `${key}: ${JSON.stringify(record.error)}`);
+      assert.equal(record.error?.status, 400, key);
+      assert.match(record.error?.detail ?? '', detail, key);
+      assert.equal(Object.keys(record.tasks).filter((at) => at.includes('/send')).length, 1, `${key}: tried once`);
+    }
+    const sent = await runToEnd(h, fromInput, { name: 'caf\u00e9' }, 'latin-1');
+    assert.equal(sent.status, 'completed', JSON.stringify(sent.error));
+    assert.deepEqual(paths, ['/a'], 'only the request that could be made was sent');
   }));

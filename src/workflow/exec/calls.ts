@@ -15,6 +15,7 @@ import { sha256Hex } from '../../contract/canonical.js';
 import { operationId } from '../../contract/ids.js';
 import { ownMember, setMember, type JsonObject, type JsonValue } from '../../contract/json.js';
 import { limits } from '../../contract/limits.js';
+import { quoted } from '../../contract/validation.js';
 import type { ContractRef, WaitFor } from '../../contract/types.js';
 import type { InvocationResult } from '../../projections/views.js';
 import { stageInvocationKey } from '../ids.js';
@@ -352,6 +353,7 @@ async function exchange(
   options: { redirect: boolean; bytesMax?: number; carried: Carried },
 ): Promise<Exchange> {
   const ref = run.entry.pointer;
+  checkHeaders(request.headers, ref);
   checkSecretOrigins(interpreter, options.carried.secrets, request.uri, ref);
   let response: Response;
   let bytes: Buffer;
@@ -382,6 +384,36 @@ async function exchange(
     });
   }
   return { request, response, bytes };
+}
+
+/** An HTTP token (RFC 9110 §5.6.2): what a header's name is. */
+const httpToken = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+/** What no header value carries: NUL, CR and LF (RFC 9110 §5.5), and what is not one byte (the Fetch standard's byte strings). */
+// eslint-disable-next-line no-control-regex -- NUL, CR and LF are what a header value may not carry, so the pattern names them
+const unsendableInHeader = /[\0\r\n]|[^\u0000-\u00ff]/;
+
+/**
+ * Refuses a request whose header cannot be sent as written — a name that is not a token, a value
+ * (from the input, say) holding NUL, CR, LF or a character past U+00FF — as the DSL's validation
+ * error (400), before anything is sent: the document or its input is at fault, not the service,
+ * and fetch's own refusal would be taken for a communication error that a `try` sends again. The
+ * value is not quoted: it may hold a secret.
+ */
+function checkHeaders(headers: Record<string, string>, ref: string): void {
+  for (const [name, value] of Object.entries(headers)) {
+    if (!httpToken.test(name)) throw raise('validation', 400, 'Invalid HTTP call', ref, `the header name ${quoted(name)} is not an HTTP token`);
+    const bad = unsendableInHeader.exec(value);
+    if (bad) {
+      const code = (value.codePointAt(bad.index) ?? 0).toString(16).toUpperCase().padStart(4, '0');
+      throw raise(
+        'validation',
+        400,
+        'Invalid HTTP call',
+        ref,
+        `the header ${name}: its value holds U+${code} at character ${bad.index} (a header value carries no NUL, CR or LF, and nothing past U+00FF)`,
+      );
+    }
+  }
 }
 
 /**
