@@ -2,6 +2,17 @@ export type JsonPrimitive = string | number | boolean | null;
 export type JsonValue = JsonPrimitive | JsonValue[] | { [key: string]: JsonValue };
 export type JsonObject = { [key: string]: JsonValue };
 
+/**
+ * The first `max` UTF-16 units of `text` (so at most `max` characters), never half of a surrogate
+ * pair: a cut between the two halves would leave a lone surrogate, which no strict reader of the
+ * text's JSON (a NATS client, the canonical form) takes.
+ */
+export function cutText(text: string, max: number): string {
+  if (text.length <= max) return text;
+  const last = text.charCodeAt(max - 1);
+  return text.slice(0, last >= 0xd800 && last <= 0xdbff ? max - 1 : max);
+}
+
 /** Whether a value is a JSON object (not null, not an array). */
 export const isObject = (value: unknown): value is JsonObject => typeof value === 'object' && value !== null && !Array.isArray(value);
 

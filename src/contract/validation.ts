@@ -1,6 +1,7 @@
 /** One shared ajv instance and the conversion of ajv errors into AdapterError descriptions. */
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { invalidInput } from './errors.js';
+import { cutText } from './json.js';
 
 export const ajv = new Ajv({ allErrors: true, strict: false, allowUnionTypes: true, discriminator: true });
 
@@ -18,7 +19,7 @@ export function quoted(value: unknown): string {
       ? JSON.stringify(value)
       : `${JSON.stringify(value.slice(0, quotedCharactersMax)).slice(0, -1)}…" (${value.length} characters)`;
   const json = JSON.stringify(value) ?? String(value);
-  return json.length <= quotedCharactersMax ? json : `${json.slice(0, quotedCharactersMax)}… (${json.length} characters of JSON)`;
+  return json.length <= quotedCharactersMax ? json : `${cutText(json, quotedCharactersMax)}… (${json.length} characters of JSON)`;
 }
 
 /**

@@ -14,7 +14,7 @@
 import { Ajv, type ValidateFunction } from 'ajv';
 import { invalidInput, unsupported } from '../contract/errors.js';
 import { jsonPointer } from '../contract/ijson.js';
-import { isObject, type JsonObject, type JsonValue } from '../contract/json.js';
+import { cutText, isObject, type JsonObject, type JsonValue } from '../contract/json.js';
 import { limits } from '../contract/limits.js';
 import { describeErrors } from '../contract/validation.js';
 
@@ -57,7 +57,7 @@ export function documentSchemas(document: JsonValue, base = ''): DocumentSchemas
     problem(pointer, value) {
       const validate = validators.get(pointer);
       if (!validate || validate(value)) return undefined;
-      return describeErrors(validate.errors).slice(0, problemBytesMax);
+      return cutText(describeErrors(validate.errors), problemBytesMax);
     },
   };
   compiled.set(document, schemas);
@@ -81,7 +81,7 @@ function compile(definition: JsonObject, where: string): ValidateFunction {
     if (isObject(schema)) ajv.removeSchema(schema);
     return validate;
   } catch (error) {
-    throw invalidInput(`${where}/document: not a valid JSON Schema: ${error instanceof Error ? error.message : String(error)}`.slice(0, 4000), error);
+    throw invalidInput(cutText(`${where}/document: not a valid JSON Schema: ${error instanceof Error ? error.message : String(error)}`, 4000), error);
   }
 }
 

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { deepFrozen, jsonBytesBound, jsonEquals, type JsonValue } from '../../src/contract/json.js';
+import { cutText, deepFrozen, jsonBytesBound, jsonEquals, type JsonValue } from '../../src/contract/json.js';
 
 function everyObjectFrozen(value: JsonValue): boolean {
   if (value === null || typeof value !== 'object') return true;
@@ -83,4 +83,12 @@ test('jsonBytesBound of the longest escapes and numbers', () => {
   assert.ok(jsonBytesBound('\u001f'.repeat(100), Infinity) >= Buffer.byteLength(JSON.stringify('\u001f'.repeat(100))));
   for (const n of [-1.2345678901234567e-308, -0.0000010331418833746061, -0.0000012345678901234567, -Number.MAX_VALUE, -Number.MIN_VALUE, -9007199254740991])
     assert.ok(jsonBytesBound(n, Infinity) >= JSON.stringify(n).length, String(n));
+});
+
+test('cutText keeps at most max UTF-16 units and never half of a surrogate pair', () => {
+  assert.equal(cutText('abc', 5), 'abc');
+  assert.equal(cutText('abcdef', 3), 'abc');
+  assert.equal(cutText('a\u{1F600}b', 2), 'a', 'the pair is left out whole');
+  assert.equal(cutText('a\u{1F600}b', 3), 'a\u{1F600}');
+  assert.equal(cutText('\u{1F600}', 1), '');
 });

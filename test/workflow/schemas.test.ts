@@ -1,7 +1,7 @@
 /**
  * The data schemas of a workflow document (src/workflow/schemas.ts): found wherever the DSL puts
  * them, compiled once per document, bounded, refused with their JSON Pointer when they cannot
- * compile (in a bundle too); a value that fails one is described.
+ * compile (in a bundle too); a value that fails one is described, in at most 2 048 characters never ending in half a surrogate pair.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -9,14 +9,14 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadBundle } from '../../src/contract/bundle.js';
 import { isAdapterError } from '../../src/contract/errors.js';
-import { parseStrict } from '../../src/contract/ijson.js';
+import { hasLoneSurrogate, parseStrict } from '../../src/contract/ijson.js';
 import type { JsonObject, JsonValue } from '../../src/contract/json.js';
 import { limits } from '../../src/contract/limits.js';
 import { checkBundleWorkflows } from '../../src/workflow/dsl/bundle.js';
 import { checkDocument } from '../../src/workflow/exec/document.js';
 import { documentSchemas } from '../../src/workflow/schemas.js';
 import { repoRoot } from '../support/assertions.js';
-import { yaml, refused } from './support.js';
+import { harness, runToEnd, yaml, refused } from './support.js';
 
 const schema = (document: JsonValue): JsonObject => ({ format: 'json', document });
 
@@ -132,4 +132,28 @@ test('in a bundle, a schema that cannot compile is refused naming its pointer in
     assert.ok(error.description?.startsWith('/workflows/review-or-escalate/output/schema/document: not a valid JSON Schema'), error.message);
     return true;
   });
+});
+
+test('a failing value is described in at most 2 048 characters, never ending in half of a surrogate pair: a caller’s key of emoji is cut before the pair, and the recorded error reads back strictly', async () => {
+  const typed = yaml(`
+document: { dsl: '1.0.3', namespace: t, name: typed, version: '1.0.0' }
+input: { schema: { format: json, document: { type: object, additionalProperties: { type: string } } } }
+do:
+  - done: { set: { ok: true } }
+`);
+  // "/" then pairs: the 2 048th character is the high half of a pair.
+  const input = { ['\u{1F600}'.repeat(2000)]: 1 };
+  const problem = documentSchemas(typed).problem('/input/schema', input) ?? '';
+  assert.ok(problem.length > 2000 && problem.length <= 2048, String(problem.length));
+  assert.ok(!hasLoneSurrogate(problem), 'no half of a pair');
+  const h = harness();
+  try {
+    const record = await runToEnd(h, typed, input, 'emoji-key');
+    assert.equal(record.status, 'faulted');
+    assert.match(record.error?.detail ?? '', /^the workflow input does not match the schema at \/input\/schema: \/😀/);
+    // What a NATS reply carries and its client parses strictly.
+    assert.deepEqual(parseStrict(JSON.stringify(record.error)), record.error);
+  } finally {
+    await h.close();
+  }
 });

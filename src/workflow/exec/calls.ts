@@ -13,7 +13,7 @@
 import { AdapterError } from '../../contract/errors.js';
 import { sha256Hex } from '../../contract/canonical.js';
 import { operationId } from '../../contract/ids.js';
-import { ownMember, setMember, type JsonObject, type JsonValue } from '../../contract/json.js';
+import { cutText, ownMember, setMember, type JsonObject, type JsonValue } from '../../contract/json.js';
 import { limits } from '../../contract/limits.js';
 import { quoted } from '../../contract/validation.js';
 import type { ContractRef, WaitFor } from '../../contract/types.js';
@@ -716,5 +716,5 @@ function adapterFault(error: AdapterError, ref: string): WorkflowError {
     unsupported: [`${base}configuration`, 422],
   };
   const [type, status] = table[error.kind];
-  return { type, status, title: `Contract call ${error.kind}`, detail: (error.description ?? error.message).slice(0, 4000), instance: ref };
+  return { type, status, title: `Contract call ${error.kind}`, detail: cutText(error.description ?? error.message, 4000), instance: ref };
 }

@@ -2,7 +2,7 @@
  * The DSL's standard errors (RFC 7807 problem details, dsl-reference.md "Standard Error Types"),
  * the error a task raises, and error filters (`catch.errors.with`).
  */
-import type { JsonValue } from '../../contract/json.js';
+import { cutText, type JsonValue } from '../../contract/json.js';
 import { limits } from '../../contract/limits.js';
 import type { WorkflowError } from './events.js';
 
@@ -41,18 +41,10 @@ function recordableError(error: WorkflowError): WorkflowError {
   if ((title?.length ?? 0) <= textMax && (instance?.length ?? 0) <= textMax && (detail?.length ?? 0) <= limits.workflowErrorDetailCharsMax) return error;
   return {
     ...error,
-    ...(title === undefined ? {} : { title: cut(title, textMax) }),
-    ...(instance === undefined ? {} : { instance: cut(instance, textMax) }),
-    ...(detail === undefined ? {} : { detail: cut(detail, limits.workflowErrorDetailCharsMax) }),
+    ...(title === undefined ? {} : { title: cutText(title, textMax) }),
+    ...(instance === undefined ? {} : { instance: cutText(instance, textMax) }),
+    ...(detail === undefined ? {} : { detail: cutText(detail, limits.workflowErrorDetailCharsMax) }),
   };
-}
-
-/** The first `max` UTF-16 units of `text` (so at most `max` characters), never half of a surrogate pair. */
-function cut(text: string, max: number): string {
-  if (text.length <= max) return text;
-  const kept = text.slice(0, max);
-  const last = kept.charCodeAt(kept.length - 1);
-  return last >= 0xd800 && last <= 0xdbff ? kept.slice(0, -1) : kept;
 }
 
 export function raise(kind: keyof typeof errorTypes, status: number, title: string, instance: string, detail?: string): WorkflowRaise {

@@ -22,7 +22,7 @@
  */
 import { AdapterError, AssertionFailure, isAdapterError } from '../../contract/errors.js';
 import { asLogged } from '../../contract/ijson.js';
-import { jsonBytesBound, setMember, type JsonObject, type JsonValue } from '../../contract/json.js';
+import { cutText, jsonBytesBound, setMember, type JsonObject, type JsonValue } from '../../contract/json.js';
 import { limits } from '../../contract/limits.js';
 import { cancelledWithInstance, taskTimeoutKey, timeoutError, type Proposal } from './decide.js';
 import { entriesOf, isObject, kindOf, timeoutMsOf, transformOf, type TaskEntry, type TaskKind } from './document.js';
@@ -694,7 +694,7 @@ function faultOf(error: unknown): WorkflowError | undefined {
       type: 'https://serverlessworkflow.io/spec/1.0.0/errors/runtime',
       status: 500,
       title: 'Runtime error',
-      detail: error.message.slice(0, 4000),
+      detail: cutText(error.message, 4000),
       instance: '/',
     };
   return undefined;

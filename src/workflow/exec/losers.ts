@@ -12,6 +12,7 @@
  * same.
  */
 import { AdapterError } from '../../contract/errors.js';
+import { cutText } from '../../contract/json.js';
 import { limits } from '../../contract/limits.js';
 import { isNotFound } from '../../runtime/errors.js';
 import type { ContractCalls } from './http-contracts.js';
@@ -48,7 +49,7 @@ export async function dispose(
     fork,
     operationId: child.operationId,
     disposition,
-    detail: detail.slice(0, 4000),
+    detail: cutText(detail, 4000),
   });
   if (!service) return event('not-admitted', 'no contract runtime: the call was never made');
   let deadlineMs: number | undefined;

@@ -44,7 +44,7 @@
  *   disposeOwed; the executor asks when the parent ends, when it is cancelled, and when it loads
  *   the parent or a running child of it).
  */
-import type { JsonObject, JsonValue } from '../../contract/json.js';
+import { cutText, type JsonObject, type JsonValue } from '../../contract/json.js';
 import { AdapterError, AssertionFailure } from '../../contract/errors.js';
 import { limits } from '../../contract/limits.js';
 import { valueAt } from '../../contract/bundle.js';
@@ -249,7 +249,7 @@ export async function disposeSubworkflow(
     instanceId: child.instanceId,
     by,
     disposition,
-    detail: detail.slice(0, 4000),
+    detail: cutText(detail, 4000),
   });
   const reason = parentReason(parentId, `no longer awaits it: ${what} ended`);
   const after = await host.cancel(child.instanceId, reason, unstartedChild(parent, at, child, reason));
@@ -281,7 +281,7 @@ function unstartedChild(parent: WorkflowRecord, at: string, child: SubworkflowRe
     workflowName: child.workflow,
     bundleDigest,
     parent: { instanceId: parent.instanceId, at, depth: (parent.started.parent?.depth ?? 0) + 1 },
-    reason: reason.slice(0, 4000),
+    reason: cutText(reason, 4000),
   };
 }
 
