@@ -69,23 +69,32 @@ export function jsonPointer(segments: readonly (string | number)[]): string {
  * log are one: `value` itself when every number in it is written as it is, a copy with each -0 as 0
  * otherwise (JSON.stringify writes -0 as 0; JSON.parse reads `-0` as -0, and so does the `yaml`
  * package). Throws invalidInput naming, by its JSON Pointer, the first number JSON cannot write at
- * all: Infinity or NaN, which JSON.stringify writes as null (JSON.parse reads `1e400` as Infinity).
+ * all: Infinity or NaN, which JSON.stringify writes as null (JSON.parse reads `1e400` as Infinity);
+ * and invalidInput for a value nested deeper than limits.jsonDepthMax, which this parser (a NATS
+ * client reading a reply, a peer reading its request) would refuse to read back (a jq result, read
+ * with JSON.parse, may nest as deep as jq goes).
  */
 export function asLogged(value: JsonValue, what = 'value'): JsonValue {
   let negativeZero = false;
   const stack: JsonValue[] = [value];
+  // The depth of each container on the stack, beside it (a number array: no object per entry).
+  const depths: number[] = [0];
   while (stack.length > 0) {
     const item = stack.pop() as JsonValue;
+    const depth = depths.pop() as number;
     if (typeof item === 'number') {
       if (!Number.isFinite(item)) {
         const first = firstNonFinite(value) ?? { number: item, path: [] };
         throw invalidInput(`${what}: the number ${String(first.number)} at ${describePointer(jsonPointer(first.path))} has no JSON form`);
       }
       if (item === 0 && 1 / item < 0) negativeZero = true;
-    } else if (Array.isArray(item)) {
-      for (const member of item) stack.push(member);
     } else if (typeof item === 'object' && item !== null) {
-      for (const member of Object.values(item)) stack.push(member);
+      // A container the strict parser would refuse to read back (a client's reply, a store's canonical check).
+      if (depth >= limits.jsonDepthMax) throw invalidInput(`${what}: nesting deeper than ${limits.jsonDepthMax}`);
+      for (const member of Array.isArray(item) ? item : Object.values(item)) {
+        stack.push(member);
+        depths.push(depth + 1);
+      }
     }
   }
   return negativeZero ? (JSON.parse(JSON.stringify(value)) as JsonValue) : value;

@@ -349,3 +349,11 @@ test('asLogged: a value as a JSON log holds it — itself, a copy with each -0 a
   );
   assert.throws(() => asLogged(Number.NEGATIVE_INFINITY), /the number -Infinity at root/);
 });
+
+test('asLogged: a value nested deeper than the strict parser reads (limits.jsonDepthMax) is invalid-input; one at the bound is itself', () => {
+  let value: JsonValue = 0;
+  for (let depth = 0; depth < limits.jsonDepthMax; depth++) value = depth % 2 === 0 ? [value] : { a: value };
+  assert.equal(asLogged(value), value);
+  assert.deepEqual(parseStrict(JSON.stringify(value)), value, 'the parser reads it back');
+  assert.throws(() => asLogged([value], 'the result'), /the result: nesting deeper than 64/);
+});

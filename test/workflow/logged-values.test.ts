@@ -3,7 +3,8 @@
  * that resumes it see one value. JSON.parse reads an HTTP answer's `1e400` as Infinity and `-0`
  * as -0, and the `yaml` package reads `-0` as -0; JSON.stringify writes them as null and 0. An
  * answer holding a number JSON cannot write is the call's communication error (502), recorded
- * as its answer and catchable; a -0 is taken as the 0 the log holds. A member named `__proto__`
+ * as its answer and catchable; a -0 is taken as the 0 the log holds; an expression result nested
+ * deeper than the strict parser reads is the step’s expression error. A member named `__proto__`
  * (an own member to the strict parser, the yaml package and JSON.parse) stays an own member of a
  * value built from the document's expressions, where an assignment would have made it the value's
  * prototype instead.
@@ -14,6 +15,7 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { digestOf } from '../../src/contract/canonical.js';
 import { isAdapterError } from '../../src/contract/errors.js';
+import { parseStrict } from '../../src/contract/ijson.js';
 import type { JsonObject } from '../../src/contract/json.js';
 import { workflowInstanceId } from '../../src/workflow/ids.js';
 import { parseDocumentText } from '../../src/workflow/dsl/text.js';
@@ -160,6 +162,27 @@ do:
       );
       assert.deepEqual(await h.executor.get(workflowInstanceId('alice', digestOf(document), 'echo', key)), undefined, 'nothing started');
     }
+  } finally {
+    await h.close();
+  }
+});
+
+test('an expression result nested deeper than a strict reader takes (limits.jsonDepthMax) is the step’s expression error, catchable; one at the bound is recorded', async () => {
+  const h = harness();
+  try {
+    const nesting = yaml(`document: { dsl: '1.0.3', namespace: test, name: nesting, version: '1.0.0' }
+do:
+  - nest: { set: '\${ reduce range(.n) as $i (0; [.]) }' }
+`);
+    const deep = await runToEnd(h, nesting, { n: 65 }, 'deep');
+    assert.equal(deep.status, 'faulted');
+    assert.equal(deep.error?.type, 'https://serverlessworkflow.io/spec/1.0.0/errors/expression');
+    assert.equal(deep.error?.status, 400);
+    assert.equal(deep.error?.instance, '/do/0/nest');
+    assert.match(deep.error?.detail ?? '', /nesting deeper than 64/);
+    const fits = await runToEnd(h, nesting, { n: 64 }, 'fits');
+    assert.equal(fits.status, 'completed', JSON.stringify(fits.error));
+    assert.deepEqual(parseStrict(JSON.stringify(fits.output)), fits.output, 'the recorded output reads back strictly');
   } finally {
     await h.close();
   }

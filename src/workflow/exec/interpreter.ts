@@ -265,8 +265,9 @@ export class Interpreter implements Interpreting {
   /**
    * A computed step value as the log will hold it (asLogged), so the live run and every replay or
    * resumption of it see one value: a -0 is kept as the 0 the log reads back, and a number JSON
-   * cannot write (a service answering `1e400`, read as Infinity) is the step's error, recorded as
-   * its answer, where a `try` can catch it.
+   * cannot write (a service answering `1e400`, read as Infinity), or a value nested deeper than
+   * limits.jsonDepthMax (a jq result), is the step's error, recorded as its answer, where a `try`
+   * can catch it.
    */
   private logged(at: string, kind: 'expression' | 'call', value: JsonValue): JsonValue {
     try {
