@@ -16,7 +16,7 @@
  *     `1E30`, printed `1e+30`, passes) — what parses always canonicalizes and re-parses;
  *   - numbers that overflow to ±Infinity (`1e400`);
  *   - lone surrogates, escaped or raw, in keys or strings;
- *   - nesting deeper than limits.jsonDepthMax.
+ *   - nesting deeper than limits.jsonDepthMax (or the depth a caller gives: a reply nesting such values).
  *
  * The parser is a loop over an explicit stack (no recursion), so depth costs no call stack.
  */
@@ -149,6 +149,7 @@ class StrictParser {
   constructor(
     private readonly text: string,
     private readonly what: string,
+    private readonly depthMax: number,
   ) {}
 
   parseDocument(): JsonValue {
@@ -234,8 +235,8 @@ class StrictParser {
   }
 
   private open(isArray: boolean): typeof opened {
-    if (this.stack.length >= limits.jsonDepthMax) {
-      this.fail(`nesting deeper than ${limits.jsonDepthMax}`, this.pos);
+    if (this.stack.length >= this.depthMax) {
+      this.fail(`nesting deeper than ${this.depthMax}`, this.pos);
     }
     this.stack.push({ container: isArray ? [] : {}, isArray, key: undefined });
     this.pos++;
@@ -425,14 +426,17 @@ function hexValue(c: number): number {
 }
 
 /** Parses `text` as strict JSON; every rejection is invalid-input prefixed with `what`. */
-export function parseStrict(text: string, what = 'input'): JsonValue {
-  return new StrictParser(text, what).parseDocument();
+export function parseStrict(text: string, what = 'input', depthMax: number = limits.jsonDepthMax): JsonValue {
+  return new StrictParser(text, what, depthMax).parseDocument();
 }
 
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
-/** Decodes UTF-8 strictly (no replacement characters, no byte order mark), then parses. */
-export function parseStrictBytes(data: Uint8Array, what = 'input'): JsonValue {
+/**
+ * Decodes UTF-8 strictly (no replacement characters, no byte order mark), then parses. `depthMax`
+ * is limits.jsonDepthMax but for a reader of a message that nests values held to it (a command's reply).
+ */
+export function parseStrictBytes(data: Uint8Array, what = 'input', depthMax: number = limits.jsonDepthMax): JsonValue {
   if (data[0] === 0xef && data[1] === 0xbb && data[2] === 0xbf) {
     throw invalidInput(`${what}: byte order mark at root (offset 0)`);
   }
@@ -442,5 +446,5 @@ export function parseStrictBytes(data: Uint8Array, what = 'input'): JsonValue {
   } catch (cause) {
     throw invalidInput(`${what}: not valid UTF-8`, cause);
   }
-  return parseStrict(text, what);
+  return parseStrict(text, what, depthMax);
 }

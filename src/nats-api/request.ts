@@ -6,6 +6,7 @@
 import type { ValidateFunction } from 'ajv';
 import { AdapterError, invalidInput } from '../contract/errors.js';
 import { parseStrictBytes } from '../contract/ijson.js';
+import { limits } from '../contract/limits.js';
 import { tokenPattern } from '../contract/ids.js';
 import { describeErrors } from '../contract/validation.js';
 import type { Transport } from '../adapters/transport/types.js';
@@ -18,6 +19,14 @@ export function commandSubject(principalId: string, verb: string): string {
     throw invalidInput(`a command principal must be a NATS-token-safe id (${tokenPattern.source}), got ${JSON.stringify(principalId)}`);
   return `${commandSubjectPrefix}.${principalId}.${verb}`;
 }
+
+/**
+ * How deep a reply may nest: a value the runtime holds (an input, an output, a peer's result) is
+ * at most limits.jsonDepthMax deep, and a reply holds it under a few levels of its own
+ * (`instance.output`, an operation's branches and their results). Without them a reply carrying
+ * the deepest input a start takes (an instance whose output is its input) could not be read.
+ */
+const replyDepthMax = limits.jsonDepthMax + 8;
 
 /**
  * Sends `body` as JSON on the principal's `verb` subject and answers the reply once it parses
@@ -35,7 +44,7 @@ export async function requestCommand<T>(
 ): Promise<T> {
   if (!transport.request) throw new AdapterError('unsupported', `transport ${transport.identity} has no request/reply`);
   const data = await transport.request(commandSubject(principalId, verb), new TextEncoder().encode(JSON.stringify(body)), timeoutMs);
-  const reply = parseStrictBytes(data, `${verb} reply`);
+  const reply = parseStrictBytes(data, `${verb} reply`, replyDepthMax);
   if (!validate(reply))
     throw new AdapterError('protocol-conflict', `${verb} reply does not match the ${schemaName} schema: ${describeErrors(validate.errors)}`);
   return reply as T;

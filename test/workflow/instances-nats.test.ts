@@ -5,7 +5,8 @@
  * instance, a different input is 409, another principal gets 404, cancel is 422 where the bundle
  * does not declare caller cancellation and ends the instance where it does; the instance rebuilt
  * from the stored log agrees with what the command answered; a start past the principal's bound of
- * running instances is answered 503 unavailable.
+ * running instances is answered 503 unavailable; an instance whose output is the deepest input a
+ * start takes is read back, its reply nesting it below the reply's own levels.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -41,6 +42,7 @@ function bundle(): JsonObject {
       ],
     },
     slow: { document: { dsl: '1.0.3', namespace: 'e2e', name: 'slow', version: '1.0.0' }, do: [{ pause: { wait: { seconds: 60 } } }] },
+    echo: { document: { dsl: '1.0.3', namespace: 'e2e', name: 'echo', version: '1.0.0' }, do: [{ same: { set: '${ . }' } }] },
   };
   b.workflowCancellation = { slow: 'caller' };
   return b;
@@ -262,4 +264,16 @@ test("workflow-start past the principal's bound of running instances (workflows.
   assert.equal((await send('shipping', 'workflow-cancel', { instanceId: ids[0]! })).status, 200);
   assert.equal((await start('shipping', 'slow', 'bound-4', {})).status, 202, 'one ended: one more starts');
   for (const id of ids.slice(1)) await send('shipping', 'workflow-cancel', { instanceId: id });
+});
+
+test('an instance whose output is the deepest input a start takes is read back over NATS: the reply nests it two levels further, and the client reads it', async () => {
+  // The start's body nests its input one level: 63 levels of input is the deepest the server parses.
+  let input: JsonObject = {};
+  for (let depth = 1; depth < 63; depth++) input = { a: input };
+  const reply = await start('billing', 'echo', 'deepest-input', input, 5_000);
+  const instance = instanceOf(reply);
+  assert.equal(instance.status, 'completed', JSON.stringify(instance.error));
+  assert.deepEqual(instance.output, input);
+  const again = instanceOf(await send('billing', 'workflow-get', { instanceId: instance.instanceId }));
+  assert.deepEqual(again.output, input);
 });
