@@ -106,6 +106,16 @@ test('the fold asserts what the machines refuse: a task ending twice, a timer fi
   );
 });
 
+test("a workflow timeout's deadline is an instant: one past 2^53 − 1 ms from its commit is held to it", () => {
+  const timeoutMs = Number.MAX_SAFE_INTEGER - 1500;
+  for (const committedAtMs of [1000, 1500, 1501, 1_800_000_000_000]) {
+    const record = foldWorkflow([stored(1, [bareStarted({ timeoutMs })], committedAtMs)])!;
+    assert.equal(record.started.deadlineMs, Math.min(committedAtMs + timeoutMs, Number.MAX_SAFE_INTEGER), String(committedAtMs));
+    assert.ok(Number.isSafeInteger(record.started.deadlineMs), String(committedAtMs));
+    assert.equal(nextWorkflowDueMs(record), record.started.deadlineMs, 'its timer is due then');
+  }
+});
+
 test('a void transition (its guard missed at the stored stamp) changes nothing but the revision', () => {
   const record = base();
   const late = applyWorkflow(record, stored(3, [{ type: 'task-completed', v: 1, at: '/do/0/a', output: 1 }], 5000, { notBeforeMs: 0, notAfterMs: 4000 }))!;

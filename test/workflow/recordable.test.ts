@@ -13,7 +13,7 @@ import { limits } from '../../src/contract/limits.js';
 import { MemoryEventStore } from '../../src/adapters/store/memory.js';
 import { SystemClock } from '../../src/contract/clock.js';
 import type { WorkflowRecord } from '../../src/workflow/exec/record.js';
-import { harness, headerEchoServer, runToEnd, yaml } from './support.js';
+import { delegatingParent, harness, headerEchoServer, runToEnd, workflowsAmong, yaml } from './support.js';
 
 const validation = 'https://serverlessworkflow.io/spec/1.0.0/errors/validation';
 const runtime = 'https://serverlessworkflow.io/spec/1.0.0/errors/runtime';
@@ -211,6 +211,77 @@ test("a task's timeout ending past what a timer records faults the task with a v
     assert.equal(record.error?.title, 'Invalid timeout');
     assert.equal(record.error?.instance, '/do/0/nap');
     assert.equal(record.tasks['/do/0/nap']?.state, 'faulted');
+    assert.deepEqual(h.executor.failures, []);
+  } finally {
+    await h.close();
+  }
+});
+
+test("a workflow's timeout ending past what a timer records is refused at its start, naming it; one within it is indexed and counted", async () => {
+  const clock = new SystemClock();
+  const store = new MemoryEventStore({ clock });
+  const h = harness({ clock, store, runningPerPrincipal: 2 });
+  try {
+    const timed = (after: string, use = '') =>
+      yaml(`${head}${use}timeout: ${after}
+do:
+  - nap:
+      wait: { minutes: 5 }
+`);
+    // A duration (just under 2^53 ms), but not once added to the start's instant: inline and named.
+    const past = `{ milliseconds: ${Number.MAX_SAFE_INTEGER - 1} }`;
+    for (const [key, document, pointer] of [
+      ['inline', timed(`{ after: ${past} }`), '/timeout/after'],
+      ['named', timed('long', `use: { timeouts: { long: { after: ${past} } } }\n`), '/use/timeouts/long/after'],
+    ] as const) {
+      await assert.rejects(
+        h.executor.start({ principalId: 'alice', document, input: {}, invocationKey: key }),
+        (error: unknown) =>
+          error instanceof Error &&
+          (error as { kind?: string }).kind === 'invalid-input' &&
+          error.message.includes(`${pointer}:`) &&
+          /past the latest instant a timer records/.test(error.message),
+        key,
+      );
+    }
+    assert.deepEqual((await store.workflowIndex.list({ limit: 10 })).rows, [], 'nothing was started');
+    // The longest timeout that fits: its instance is indexed with its deadline, and counts against the running bound.
+    const fits = Number.MAX_SAFE_INTEGER - clock.nowMs() - 3_600_000;
+    const { instanceId } = await h.executor.start({
+      principalId: 'alice',
+      document: timed(`{ after: { milliseconds: ${fits} } }`),
+      input: {},
+      invocationKey: 'fits',
+    });
+    const row = await store.workflowIndex.get(instanceId);
+    assert.equal(row?.status, 'running', 'the instance is indexed');
+    assert.ok(Number.isSafeInteger(row?.deadlineMs), `its deadline ${row?.deadlineMs} is an instant`);
+    await h.executor.start({ principalId: 'alice', document: timed('{ after: { hours: 1 } }'), input: {}, invocationKey: 'other' });
+    await assert.rejects(
+      h.executor.start({ principalId: 'alice', document: timed('{ after: { hours: 1 } }'), input: {}, invocationKey: 'third' }),
+      (error: unknown) => (error as { kind?: string }).kind === 'unavailable',
+      'both running instances count against the bound',
+    );
+  } finally {
+    await h.close();
+  }
+});
+
+test("a child whose workflow's timeout ends past what a timer records faults its parent's task with a validation error, not the instance at /", async () => {
+  const child = yaml(`document: { dsl: '1.0.3', namespace: t, name: endless, version: '1.0.0' }
+timeout: { after: { milliseconds: ${Number.MAX_SAFE_INTEGER - 1} } }
+do:
+  - nap:
+      wait: { seconds: 1 }
+`);
+  const h = harness({ workflows: workflowsAmong([child]) });
+  try {
+    const record = await runToEnd(h, delegatingParent('parent', 'endless'), {}, 'child', 10_000);
+    assert.equal(record.status, 'faulted');
+    assert.equal(record.error?.type, validation);
+    assert.equal(record.error?.instance, '/do/0/delegate');
+    assert.match(record.error?.detail ?? '', /\/timeout\/after: .*past the latest instant a timer records/);
+    assert.equal(record.tasks['/do/0/delegate']?.state, 'faulted');
     assert.deepEqual(h.executor.failures, []);
   } finally {
     await h.close();

@@ -43,6 +43,23 @@ export function timeoutMsOf(document: JsonValue, value: JsonValue | undefined): 
   return isObject(timeout) ? durationMs(timeout.after) : undefined;
 }
 
+/**
+ * The workflow's timeout in milliseconds (undefined without one), refused (invalid-input) when it
+ * is not a timeout, or — naming its duration's pointer — when it ends past the latest instant a
+ * timer records (2^53 − 1 ms) counted from `nowMs`: such a deadline is no instant, and an
+ * instance holding one is refused by the instances index (so unlisted and uncounted by the
+ * running bound).
+ */
+export function workflowTimeoutMs(document: JsonValue, nowMs: number): number | undefined {
+  const declared = isObject(document) ? document.timeout : undefined;
+  if (declared === undefined) return undefined;
+  const timeoutMs = timeoutMsOf(document, declared);
+  if (timeoutMs === undefined) throw invalidInput('/timeout: not a timeout ({after: duration} or a name in use.timeouts)');
+  if (Number.isSafeInteger(nowMs + timeoutMs)) return timeoutMs;
+  const pointer = typeof declared === 'string' ? `/use/timeouts/${escapePointer(declared)}/after` : '/timeout/after';
+  throw invalidInput(`${pointer}: the workflow's timeout (${timeoutMs} ms) ends past the latest instant a timer records (2^53 − 1 ms since 1970)`);
+}
+
 /** A transform (`input.from`, `output.as`, `export.as`) as the DSL writes one, a string or an object; undefined when there is none. */
 export function transformOf(holder: JsonValue | undefined, key: 'from' | 'as'): JsonValue | undefined {
   const transform = isObject(holder) ? holder[key] : undefined;

@@ -21,7 +21,7 @@ import type { ContractCalls } from './http-contracts.js';
 import { workflowInstanceId } from '../ids.js';
 import { workflowAggregate } from './aggregate.js';
 import { decideCancel, decideDefectFault, decideDisposals, decideDue, decideProposal, type Proposal } from './decide.js';
-import { checkDocument, isObject, isWorkflowNamed, timeoutMsOf, type SubworkflowRef } from './document.js';
+import { checkDocument, isObject, isWorkflowNamed, workflowTimeoutMs, type SubworkflowRef } from './document.js';
 import { workflowTransitionProblem, type WorkflowCancelledBeforeStart, type WorkflowEvent, type WorkflowParent, type WorkflowTransition } from './events.js';
 import { deliverEvent, untilWaitEnd } from './intake.js';
 import { Interpreter } from './interpreter.js';
@@ -448,9 +448,7 @@ export class WorkflowExecutor implements CloudEventIntake {
     // in-process may hand a value no parser would make: an undefined member, Infinity, -0).
     checkCanonicalizable(request.input, 'the workflow input');
     const input = asLogged(request.input, 'the workflow input');
-    const declared = isObject(request.document) ? request.document.timeout : undefined;
-    const timeout = timeoutMsOf(request.document, declared);
-    if (declared !== undefined && timeout === undefined) throw invalidInput('/timeout: not a timeout ({after: duration} or a name in use.timeouts)');
+    const timeout = workflowTimeoutMs(request.document, this.options.clock.nowMs());
     // The deadline counts from the start's commit instant (the record's startedAtMs), which the store decides.
     // The worker that creates the instance takes its lease (epoch 1) in the same transition: it drives it from here.
     const events: WorkflowEvent[] = [

@@ -455,8 +455,10 @@ function created(stored: Stored<WorkflowTransition>): WorkflowRecord {
   const [first, ...rest] = stored.transition.events;
   if (first?.type === 'workflow-cancelled-before-start') return cancelledBeforeStart(stored, first, rest);
   if (first?.type !== 'workflow-started') throw new AssertionFailure('a workflow stream begins with workflow-started');
-  // The deadline counts from the commit instant, the instance's startedAtMs (older logs: as recorded).
-  const deadlineMs = typeof first.timeoutMs === 'number' ? stored.committedAtMs + first.timeoutMs : (first.deadlineMs ?? null);
+  // The deadline counts from the commit instant, the instance's startedAtMs (older logs: as recorded). The start
+  // refuses a timeout ending past 2^53 − 1 ms from its clock; a commit instant later than that clock's is held to it.
+  const deadlineMs =
+    typeof first.timeoutMs === 'number' ? Math.min(stored.committedAtMs + first.timeoutMs, Number.MAX_SAFE_INTEGER) : (first.deadlineMs ?? null);
   // Named field by field: object rest over the event takes the engine's generic (slow) copy.
   const started: WorkflowRecord['started'] = {
     instanceId: first.instanceId,

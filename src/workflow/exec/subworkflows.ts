@@ -137,6 +137,9 @@ async function startAndWait(
     if (error instanceof RunningBoundReached) throw raise('runtime', 503, 'Workflow instances bound reached', ref, error.description ?? error.message);
     // Past the principal's start rate (workflows.startRate): the same, a retry with a backoff waits for a token.
     if (error instanceof RateLimited) throw raise('runtime', 503, 'Workflow start rate reached', ref, error.description ?? error.message);
+    // A child its start refuses (its workflow's timeout ends past what a timer records): the DSL's error at the task.
+    if (error instanceof AdapterError && error.kind === 'invalid-input')
+      throw raise('validation', 400, 'Child workflow refused', ref, error.description ?? error.message);
     throw error;
   });
   if (instanceId !== expectedId) throw raise('runtime', 500, 'Child workflow mismatch', ref, `started ${instanceId}, expected ${expectedId}`);
