@@ -89,6 +89,21 @@ test('a document whose forks run more than workflowConcurrentTasksMax tasks at o
     );
 });
 
+test("a document declaring more than workflowTasksMax tasks, in whatever lists, is refused before it starts, as the bundle's check refuses it", () => {
+  const max = limits.workflowTasksMax;
+  const sets = (n: number, prefix: string): JsonValue[] => Array.from({ length: n }, (_, index) => ({ [`${prefix}${index}`]: { set: { ok: true } } }));
+  assert.equal(checkDocument({ document: head, do: sets(max, 't') }), 'greet');
+  // max tasks in all: a try (1), its list (half) and its catch's (the rest).
+  const half = max / 2;
+  const nested = (extra: number): JsonValue => ({
+    document: head,
+    do: [{ guarded: { try: sets(half, 'a'), catch: { do: sets(half - 1 + extra, 'c') } } }],
+  });
+  assert.equal(checkDocument(nested(0)), 'greet');
+  refused(() => checkDocument({ document: head, do: sets(max + 1, 't') }), 'invalid-input', `/do/${max}/t${max}`, new RegExp(`at most ${max} tasks`));
+  refused(() => checkDocument(nested(1)), 'invalid-input', `/do/0/guarded/catch/do/${half - 1}/c${half - 1}`, new RegExp(`at most ${max} tasks`));
+});
+
 test('every duration the interpreter reads as written is checked before anything runs: a timeout, a retry policy, a constant wait', () => {
   const check = (document: Record<string, JsonValue>) => () => checkDocument({ document: head, ...document });
   const task = (definition: Record<string, JsonValue>) => ({ do: [{ t: { wait: 'PT1S', ...definition } }] });

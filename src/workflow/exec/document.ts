@@ -159,7 +159,7 @@ function checkWhole(document: JsonObject, resolves: ResolvesWorkflow | undefined
   if (typeof document.timeout === 'string') mustBeDeclared(document, 'timeouts', document.timeout, '/timeout');
   else if (document.timeout !== undefined) checkTimeout(document.timeout, '/timeout');
   const self = document;
-  checkList(document.do, '/do', { document, resolves: resolves ?? ((ref) => isWorkflowNamed(self, ref)) });
+  checkList(document.do, '/do', { document, resolves: resolves ?? ((ref) => isWorkflowNamed(self, ref)), declared: { tasks: 0 } });
   const concurrent = concurrency(document.do);
   if (concurrent > limits.workflowConcurrentTasksMax)
     throw invalidInput(
@@ -185,12 +185,16 @@ function checkTransforms(value: JsonValue | undefined, pointer: string): void {
 interface Checking {
   document: JsonObject;
   resolves: ResolvesWorkflow;
+  /** The tasks met so far, in every list: at most limits.workflowTasksMax, as the bundle's check counts them. */
+  declared: { tasks: number };
 }
 
 function checkList(list: JsonValue | undefined, base: string, checking: Checking): void {
   const entries = entriesOf(list, base);
   const siblings = new Set(entries.map((entry) => entry.name));
   for (const entry of entries) {
+    if (++checking.declared.tasks > limits.workflowTasksMax)
+      throw invalidInput(`${entry.pointer}: a document may declare at most ${limits.workflowTasksMax} tasks`);
     checkRecordable(entry);
     checkTask(entry, checking);
     checkFlowDirectives(entry, siblings);
