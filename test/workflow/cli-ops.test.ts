@@ -258,6 +258,31 @@ test('convoke workflow list reads the instances index from the store: a table wi
   }
 });
 
+test('convoke workflow list shows a next due instant past what a date holds (a wait of up to 2^53 − 1 ms) as its milliseconds, never failing', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'convoke-wf-far-'));
+  try {
+    const file = join(dir, 'far.yaml');
+    // Due at about 8.8e15 ms: a safe integer, past the 8.64e15 ms a Date holds.
+    await writeFile(file, `document: { dsl: '1.0.3', namespace: test, name: far, version: '1.0.0' }\ndo:\n  - nap:\n      wait: '\${ .d }'\n`);
+    const store = `sqlite:${join(dir, 'wf.db')}`;
+    const farMs = 8_800_000_000_000_000;
+    const run = captureIo();
+    const input = JSON.stringify({ d: { milliseconds: farMs - Date.now() } });
+    await main(['node', 'convoke', 'workflow', 'run', file, '--input', input, '--store', store, '--wait-ms', '500'], run);
+    const json = captureIo();
+    assert.equal(await main(['node', 'convoke', 'workflow', 'list', '--store', store, '--json'], json), 0, json.err());
+    const [row] = (JSON.parse(json.out()) as { instances: { status: string; nextDueMs: number }[] }).instances;
+    assert.equal(row?.status, 'running');
+    assert.ok((row?.nextDueMs ?? 0) > 8.64e15, `due at ${row?.nextDueMs}`);
+    const table = captureIo();
+    assert.equal(await main(['node', 'convoke', 'workflow', 'list', '--store', store], table), 0, table.err());
+    assert.match(table.out(), new RegExp(`${row?.nextDueMs} ms`), table.out());
+    assert.match(table.out(), /\n1 instance\n/);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
 test("convoke workflow list counts stuck by the deployment's workflows.stuck bounds given with --config, and by the defaults without", async () => {
   const dir = await mkdtemp(join(tmpdir(), 'convoke-wf-stuck-'));
   try {

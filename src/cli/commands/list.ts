@@ -73,8 +73,12 @@ export function givenOptions<O, K extends keyof O>(options: O, names: readonly K
   return raw;
 }
 
-/** An instant in a table cell: ISO 8601 to the second. */
-export const instant = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z'));
+/** The most milliseconds from 1970, either way, a Date holds (ECMA-262 TimeClip); a workflow's timer may be due later, up to 2^53 − 1. */
+const dateMsMax = 8.64e15;
+
+/** An instant in a table cell: ISO 8601 to the second, or its milliseconds past what a Date holds. */
+export const instant = (ms: number | null) =>
+  ms === null ? null : Math.abs(ms) <= dateMsMax ? new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z') : `${ms} ms`;
 
 function rowCells(row: ListedOperation) {
   return [
