@@ -117,6 +117,44 @@ test('convoke workflow run --with: a run: workflow task runs another document by
   }
 });
 
+test("convoke workflow run --with: a --with document's run: workflow may name FILE's own workflow, which a bundle would pin beside it too", async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'convoke-wf-cli-back-'));
+  try {
+    // countdown runs relay while n > 0; relay runs countdown with n − 1: FILE named by the document it gave.
+    const countdown = join(dir, 'countdown.yaml');
+    await writeFile(
+      countdown,
+      `document: { dsl: '1.0.3', namespace: test, name: countdown, version: '1.0.0' }
+do:
+  - more:
+      if: \${ .n > 0 }
+      run:
+        workflow: { namespace: test, name: relay, version: '1.0.0', input: { n: '\${ .n }' } }
+  - done:
+      set: { reached: true }
+`,
+    );
+    const relay = join(dir, 'relay.yaml');
+    await writeFile(
+      relay,
+      `document: { dsl: '1.0.3', namespace: test, name: relay, version: '1.0.0' }
+do:
+  - back:
+      run:
+        workflow: { namespace: test, name: countdown, version: '1.0.0', input: { n: '\${ .n - 1 }' } }
+`,
+    );
+    const run = captureIo();
+    const args = ['node', 'convoke', 'workflow', 'run', countdown, '--with', relay, '--input', '{"n":2}', '--wait-ms', '15000', '--json'];
+    assert.equal(await main(args, run), exitCodes.ok, run.err());
+    const shown = JSON.parse(run.out()) as { status: string; output: unknown };
+    assert.equal(shown.status, 'completed');
+    assert.deepEqual(shown.output, { reached: true });
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
 test('convoke workflow run --with refuses, before anything runs, a reference to no given document, the same workflow twice, and a given document that is not valid', async () => {
   const dir = await mkdtemp(join(tmpdir(), 'convoke-wf-cli-with-'));
   try {

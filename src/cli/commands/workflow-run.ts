@@ -107,7 +107,8 @@ export async function workflowRunCommand(file: string, options: WorkflowRunOptio
         evaluator,
         ...(invocations ? { invocations } : {}),
         ...(egress ? { egress } : {}),
-        ...(pinned.length > 0 ? { workflows: (_digest, ref) => pinned.find((other) => isWorkflowNamed(other, ref)) } : {}),
+        // FILE is pinned beside its --with documents as they are beside it: one of them may run it (the check resolved it so).
+        ...(pinned.length > 0 ? { workflows: (_digest, ref) => [document, ...pinned].find((other) => isWorkflowNamed(other, ref)) } : {}),
         ...(options.runningBound === undefined ? {} : { runningPerPrincipal: options.runningBound }),
         runningBoundSetting: '--running-bound',
       });
