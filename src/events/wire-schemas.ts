@@ -1,5 +1,7 @@
 /** Schemas for what peers send: a message from the network is validated before any field is trusted. */
 import { compileChecker } from '../contract/validation.js';
+import { parseStrictBytes } from '../contract/ijson.js';
+import { limits } from '../contract/limits.js';
 import { tokenSchema } from '../contract/ids.js';
 import { contractRefSchema } from '../contract/schemas.js';
 import type { FromSchema, JSONSchema } from 'json-schema-to-ts';
@@ -110,6 +112,20 @@ export const checkResultMessage = compileChecker<ResultMessage>(resultMessageSch
 export const checkCancelResult = compileChecker<CancelResult>(cancelResultSchema, 'cancel result');
 export const checkClaimMessage = compileChecker<ClaimMessage>(claimMessageSchema, 'claim message');
 export const checkRequestMessage = compileChecker<RequestMessage>(requestMessageSchema, 'request message');
+
+/**
+ * The levels a request message adds above its input: `input` is a member of the message's root
+ * object. Admission takes an input limits.jsonDepthMax deep (runtime/admit.ts), so a reader of
+ * requests (a peer, the coordinator reading back an exhausted one) parses to that plus these;
+ * held to limits.jsonDepthMax alone, it refused as malformed every request whose input admission
+ * took at the limit, and the branch waited for its deadline.
+ */
+export const requestMessageLevels = 1;
+
+/** A request message from its bytes: strictly parsed to the depth its deepest admitted input reaches, then schema-checked. */
+export function parseRequestMessage(data: Uint8Array, what: string): RequestMessage {
+  return checkRequestMessage(parseStrictBytes(data, what, limits.jsonDepthMax + requestMessageLevels));
+}
 
 export const cancelRequestSchema = {
   type: 'object',

@@ -7,7 +7,7 @@
  */
 import { parseStrictBytes } from '../contract/ijson.js';
 import type { JsonValue } from '../contract/json.js';
-import { checkCancelRequest, checkRequestMessage } from '../events/wire-schemas.js';
+import { checkCancelRequest, parseRequestMessage } from '../events/wire-schemas.js';
 import { encodeWire, type CancelOutcome, type CancelRequest, type ClaimMessage, type RequestMessage, type ResultMessage } from '../events/wire.js';
 import { parseSubject, subjectFor, type SubjectKind } from '../adapters/transport/subjects.js';
 import type { InboundMessage, PublishReceipt, Subscription, Transport } from '../adapters/transport/types.js';
@@ -199,7 +199,7 @@ class PeerRuntime implements Peer {
 
   private async onRequest(interaction: string, inbound: InboundMessage): Promise<void> {
     this.stats.received++;
-    const request = this.parse(inbound, checkRequestMessage);
+    const request = this.parse(inbound, (data) => parseRequestMessage(data, 'message'));
     const refusal = !request
       ? 'malformed'
       : request.interaction !== interaction
@@ -324,7 +324,7 @@ class PeerRuntime implements Peer {
   }
 
   private async onCancel(interaction: string, inbound: InboundMessage): Promise<void> {
-    const cancel = this.parse(inbound, checkCancelRequest);
+    const cancel = this.parse(inbound, (data) => checkCancelRequest(parseStrictBytes(data, 'message')));
     const refusal = !cancel ? 'malformed' : this.misaddressed(inbound.subject, interaction, 'cancel', cancel);
     if (!cancel || refusal !== undefined) {
       this.stats.refused[refusal ?? 'malformed']++;
@@ -405,9 +405,9 @@ class PeerRuntime implements Peer {
     return subject === subjectFor(this.options.namespace, interaction, payload.operationId, kind, this.peerId) ? undefined : 'wrong-subject';
   }
 
-  private parse<T>(inbound: InboundMessage, check: (value: unknown) => T): T | undefined {
+  private parse<T>(inbound: InboundMessage, read: (data: Uint8Array) => T): T | undefined {
     try {
-      return check(parseStrictBytes(inbound.data, 'message'));
+      return read(inbound.data);
     } catch {
       return undefined;
     }

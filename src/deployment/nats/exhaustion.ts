@@ -5,8 +5,7 @@
 import type { DeploymentLog } from '../types.js';
 import { JetStreamApiCodes, JetStreamApiError, type JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection, Subscription as NatsSubscription } from '@nats-io/transport-node';
-import { parseStrictBytes } from '../../contract/ijson.js';
-import { checkRequestMessage } from '../../events/wire-schemas.js';
+import { parseRequestMessage } from '../../events/wire-schemas.js';
 import { decideDispatchRecorded } from '../../domain/decide.js';
 import { BoundedMap } from '../../contract/bounded-map.js';
 import { parseMaxDeliveriesAdvisory, type MaxDeliveriesAdvisory } from '../../adapters/transport/nats-consumers.js';
@@ -41,7 +40,7 @@ export async function watchRequestExhaustion(
     const stored = await jsm.streams.getMessage(stream, { seq: advisory.stream_seq });
     if (!stored) return;
     if (stored.subject.split('.').includes('request')) {
-      const request = checkRequestMessage(parseStrictBytes(stored.data, 'exhausted request'));
+      const request = parseRequestMessage(stored.data, 'exhausted request');
       const entry = await coordinator.load(request.operationId);
       if (entry) {
         const receipt = {

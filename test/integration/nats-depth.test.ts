@@ -1,0 +1,103 @@
+/**
+ * Values at the depth limit cross every envelope that carries them over a real nats-server: a
+ * contract input as deep as admission takes (limits.jsonDepthMax levels) reaches its peer inside
+ * the request message, and one level more is refused at admission, naming the depth.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { connect } from '@nats-io/transport-node';
+import { MemoryEventStore } from '../../src/adapters/store/memory.js';
+import { StaticDirectory } from '../../src/adapters/directory/static.js';
+import { StaticPolicy } from '../../src/adapters/policy/static.js';
+import { SubjectNamespaceVerifier } from '../../src/adapters/verification/subject.js';
+import { NatsTransport } from '../../src/adapters/transport/nats.js';
+import { BundleRegistry, loadBundle } from '../../src/contract/bundle.js';
+import { SystemClock } from '../../src/contract/clock.js';
+import { AdapterError } from '../../src/contract/errors.js';
+import type { JsonValue } from '../../src/contract/json.js';
+import { limits } from '../../src/contract/limits.js';
+import { reviewBundle } from '../../src/deployment/examples.js';
+import type { Handler } from '../../src/peer/peer.js';
+import { createNatsPeer } from '../../src/peer/nats-peer.js';
+import { Coordinator } from '../../src/runtime/coordinator.js';
+import { eventually } from '../support/nats-deployment-fixture.js';
+import { natsTransportForSuite, type NatsServer } from '../support/nats-server.js';
+
+process.env.PATH = `${process.env.PATH ?? ''}:/usr/sbin`;
+
+/** A value nested `levels` deep: arrays in arrays, the innermost empty (`[]` is 1 level). */
+export function nestedLevels(levels: number): JsonValue {
+  let value: JsonValue = [];
+  for (let level = 1; level < levels; level++) value = [value];
+  return value;
+}
+
+/** An input `levels` deep: `{document: …}` holds `levels - 1` of them. */
+const inputOf = (levels: number): JsonValue => ({ document: nestedLevels(levels - 1) });
+
+/** A coordinator for one peer, alfa, running `handler`, on the suite's server (core NATS, memory store). */
+async function deploymentOn(server: NatsServer, handler: Handler) {
+  const clock = new SystemClock();
+  const bundle = loadBundle(
+    reviewBundle({
+      input: { type: 'object', required: ['document'], properties: { document: {} } },
+      result: { type: 'object', required: ['verdict'], properties: { verdict: { enum: ['approve', 'reject', 'retry'] }, echo: {} } },
+      completion: { mode: 'all-successful' },
+      timeoutMs: 4000,
+      leaseMs: 4000,
+    }),
+  );
+  const bundles = new BundleRegistry();
+  bundles.add(bundle);
+  const namespace = bundle.bundle.subjectNamespace;
+  const nc = await connect({ servers: server.url });
+  const transport = new NatsTransport(nc, { identity: 'coordinator' });
+  const coordinator = new Coordinator({
+    store: new MemoryEventStore({ clock }),
+    transport,
+    directory: new StaticDirectory({ groups: { reviewers: ['alfa'] } }),
+    policy: new StaticPolicy({ rules: [{ effect: 'allow' }], ttlMs: 60_000 }, clock),
+    verifier: new SubjectNamespaceVerifier([{ namespace, exclusivePeerPublishers: true }]),
+    clock,
+    bundles,
+    deployment: { account: 'local', system: 'convoke', domain: 'depth' },
+    effectFencing: () => false,
+    resultBatchMs: 0,
+  });
+  const peerNc = await connect({ servers: server.url });
+  const peer = await createNatsPeer({ nc: peerNc, namespace, peerId: 'alfa', renew: false, handlers: { review: handler } });
+  const invoke = (invocationKey: string, input: JsonValue) =>
+    coordinator.invoke({ principalId: 'svc-a', senderPeerId: null }, { contract: bundle.ref, interaction: 'review', invocationKey, input });
+  const close = async () => {
+    await peer.close();
+    await coordinator.close();
+    await transport.close();
+    await peerNc.close();
+    await nc.close();
+  };
+  return { coordinator, peer, invoke, close };
+}
+
+describe('values at the depth limit over NATS', { timeout: 60_000 }, () => {
+  const nats = natsTransportForSuite({ jetstream: false });
+
+  it('an input as deep as admission takes reaches its peer inside the request; one level more is refused at admission', async () => {
+    const seen: JsonValue[] = [];
+    const { coordinator, peer, invoke, close } = await deploymentOn(nats.server, (input) => (seen.push(input), { verdict: 'approve' }));
+    try {
+      const deepest = inputOf(limits.jsonDepthMax);
+      const { result } = await invoke('deepest-input', deepest);
+      await eventually(async () => (await coordinator.get('svc-a', result.operationId)).decision !== null, 'the decision closed', 15_000);
+      const decided = await coordinator.get('svc-a', result.operationId);
+      assert.deepEqual([decided.decision?.outcome, peer.stats.refused.malformed], ['success', 0], JSON.stringify(decided.decision));
+      assert.deepEqual(seen, [deepest]);
+      await assert.rejects(invoke('too-deep-input', inputOf(limits.jsonDepthMax + 1)), (error: unknown) => {
+        assert.ok(error instanceof AdapterError && error.kind === 'invalid-input', String(error));
+        assert.match(error.message, /nesting deeper than 64/);
+        return true;
+      });
+    } finally {
+      await close();
+    }
+  });
+});
