@@ -100,6 +100,26 @@ export function asLogged(value: JsonValue, what = 'value'): JsonValue {
   return negativeZero ? (JSON.parse(JSON.stringify(value)) as JsonValue) : value;
 }
 
+/**
+ * Throws invalidInput when `value` nests deeper than `depthMax` (limits.jsonDepthMax by default),
+ * as the strict parser would refuse it: what a sender checks before it sends a value a reader parses
+ * to that depth (a peer's result, which the coordinator reads in its result message).
+ */
+export function checkNesting(value: JsonValue, what: string, depthMax: number = limits.jsonDepthMax): void {
+  const stack: JsonValue[] = [value];
+  const depths: number[] = [0];
+  while (stack.length > 0) {
+    const item = stack.pop() as JsonValue;
+    const depth = depths.pop() as number;
+    if (typeof item !== 'object' || item === null) continue;
+    if (depth >= depthMax) throw invalidInput(`${what}: nesting deeper than ${depthMax}`);
+    for (const member of Array.isArray(item) ? item : Object.values(item)) {
+      stack.push(member);
+      depths.push(depth + 1);
+    }
+  }
+}
+
 /** The first number (in document order) JSON has no form for, and where it is. */
 function firstNonFinite(value: JsonValue): { number: number; path: (string | number)[] } | undefined {
   const stack: { value: JsonValue; path: (string | number)[] }[] = [{ value, path: [] }];

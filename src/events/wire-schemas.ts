@@ -18,6 +18,14 @@ export const resultMessageSchema = {
   properties: { kind: { const: 'result' }, operationId: opId, branchId: token, peerId: token, attempt: positive, fence: positive, result: {} },
 } as const;
 
+/**
+ * The levels a result message adds above its result: `result` is a member of the message's root
+ * object. A result is a value like any other, at most limits.jsonDepthMax deep (a peer refuses to
+ * send a deeper one), so the coordinator parses result messages to that plus these; held to
+ * limits.jsonDepthMax alone, it dropped unread, as malformed, every result at the limit.
+ */
+export const resultMessageLevels = 1;
+
 export const cancelResultSchema = {
   type: 'object',
   required: ['kind', 'operationId', 'branchId', 'peerId', 'attempt', 'fence', 'outcome'],

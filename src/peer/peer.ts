@@ -5,7 +5,7 @@
  * request. On redelivery it returns the result it already has instead of repeating the effect. It
  * answers cancel requests for the attempt it runs: stopped, already-completed or unknown.
  */
-import { parseStrictBytes } from '../contract/ijson.js';
+import { checkNesting, parseStrictBytes } from '../contract/ijson.js';
 import type { JsonValue } from '../contract/json.js';
 import { checkCancelRequest, parseRequestMessage } from '../events/wire-schemas.js';
 import { encodeWire, type CancelOutcome, type CancelRequest, type ClaimMessage, type RequestMessage, type ResultMessage } from '../events/wire.js';
@@ -16,7 +16,7 @@ import { SystemClock, type Clock, type TimerHandle } from '../contract/clock.js'
 import { BoundedMap } from '../contract/bounded-map.js';
 import { MemoryEffectSink, type EffectSink } from './effect-sink.js';
 import { limits } from '../contract/limits.js';
-import type { AdapterError } from '../contract/errors.js';
+import { AdapterError } from '../contract/errors.js';
 
 export interface HandlerContext {
   request: RequestMessage;
@@ -44,7 +44,8 @@ export interface PeerOptions {
   /**
    * Told of a result the transport refuses for good: `invalid-input`, larger than the broker
    * carries (NATS: the server's max_payload, named with the result's size) or malformed (a subject
-   * or header the NATS client refuses, named). No later attempt would deliver it, so its request is
+   * or header the NATS client refuses, named), or nested deeper than limits.jsonDepthMax (which the
+   * coordinator could not read; never sent). No later attempt would deliver it, so its request is
    * acknowledged rather than taken again, and the coordinator sees the attempt's lease run out.
    * Keep results small (a reference to where large data is).
    */
@@ -236,6 +237,9 @@ class PeerRuntime implements Peer {
       if (outcome === 'handed-back') return inbound.nak();
       result = outcome.result;
     }
+    // A result deeper than a value may be would be dropped unread by the coordinator: never sent.
+    const tooDeep = nestingRefusal(result);
+    if (tooDeep !== undefined) return this.undeliverable(inbound, request, tooDeep);
     const published = await this.publishResult(interaction, request, result);
     if (published.refusal !== undefined) return this.undeliverable(inbound, request, published.refusal);
     // The request is acknowledged only once the result is stored (or sent, on best-effort transports).
@@ -411,6 +415,16 @@ class PeerRuntime implements Peer {
     } catch {
       return undefined;
     }
+  }
+}
+
+/** The refusal of a result nested deeper than limits.jsonDepthMax, or undefined. */
+function nestingRefusal(result: JsonValue): AdapterError | undefined {
+  try {
+    checkNesting(result, 'result');
+    return undefined;
+  } catch (error) {
+    return error instanceof AdapterError ? error : undefined;
   }
 }
 

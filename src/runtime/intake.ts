@@ -14,7 +14,7 @@ import { AssertionFailure, isAdapterError } from '../contract/errors.js';
 import { parseStrictBytes } from '../contract/ijson.js';
 import { limits } from '../contract/limits.js';
 import type { Transition } from '../events/types.js';
-import { checkCancelResult, checkClaimMessage, checkResultMessage } from '../events/wire-schemas.js';
+import { checkCancelResult, checkClaimMessage, checkResultMessage, resultMessageLevels } from '../events/wire-schemas.js';
 import type { CancelResult, ClaimMessage, ResultMessage } from '../events/wire.js';
 import {
   decideCancelResult,
@@ -56,12 +56,19 @@ const checkers: Record<Kind, (value: unknown) => Message> = {
   'cancel-result': checkCancelResult,
 };
 
+/** How deep each message may nest: a result message carries a value, a level below its root. */
+const depthMax: Record<Kind, number> = {
+  result: limits.jsonDepthMax + resultMessageLevels,
+  claim: limits.jsonDepthMax,
+  'cancel-result': limits.jsonDepthMax,
+};
+
 export async function onPeerMessage(host: RuntimeHost, namespace: string, interaction: string, kind: Kind, inbound: InboundMessage): Promise<void> {
   const parsed = parseSubject(inbound.subject, namespace, interaction);
   if (!parsed || parsed.kind !== kind) return drop(host, inbound, 'malformed', { kind });
   let message: Message;
   try {
-    message = checkers[kind](parseStrictBytes(inbound.data, `${kind} message`));
+    message = checkers[kind](parseStrictBytes(inbound.data, `${kind} message`, depthMax[kind]));
   } catch {
     return drop(host, inbound, 'malformed', { kind, operationId: parsed.operationId, peerId: parsed.peerId });
   }

@@ -1,7 +1,10 @@
 /**
  * Values at the depth limit cross every envelope that carries them over a real nats-server: a
  * contract input as deep as admission takes (limits.jsonDepthMax levels) reaches its peer inside
- * the request message, and one level more is refused at admission, naming the depth.
+ * the request message, and one level more is refused at admission, naming the depth; a peer's
+ * result as deep is read by the coordinator inside the result message, and one level more is
+ * refused by the peer that would send it (onUndeliverable, naming the depth), never sent to be
+ * dropped unread.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -36,7 +39,7 @@ export function nestedLevels(levels: number): JsonValue {
 const inputOf = (levels: number): JsonValue => ({ document: nestedLevels(levels - 1) });
 
 /** A coordinator for one peer, alfa, running `handler`, on the suite's server (core NATS, memory store). */
-async function deploymentOn(server: NatsServer, handler: Handler) {
+async function deploymentOn(server: NatsServer, handler: Handler, onUndeliverable?: (error: AdapterError) => void) {
   const clock = new SystemClock();
   const bundle = loadBundle(
     reviewBundle({
@@ -65,7 +68,14 @@ async function deploymentOn(server: NatsServer, handler: Handler) {
     resultBatchMs: 0,
   });
   const peerNc = await connect({ servers: server.url });
-  const peer = await createNatsPeer({ nc: peerNc, namespace, peerId: 'alfa', renew: false, handlers: { review: handler } });
+  const peer = await createNatsPeer({
+    nc: peerNc,
+    namespace,
+    peerId: 'alfa',
+    renew: false,
+    handlers: { review: handler },
+    ...(onUndeliverable ? { onUndeliverable: (_request: unknown, error: AdapterError) => onUndeliverable(error) } : {}),
+  });
   const invoke = (invocationKey: string, input: JsonValue) =>
     coordinator.invoke({ principalId: 'svc-a', senderPeerId: null }, { contract: bundle.ref, interaction: 'review', invocationKey, input });
   const close = async () => {
@@ -96,6 +106,36 @@ describe('values at the depth limit over NATS', { timeout: 60_000 }, () => {
         assert.match(error.message, /nesting deeper than 64/);
         return true;
       });
+    } finally {
+      await close();
+    }
+  });
+});
+
+describe('results at the depth limit over NATS', { timeout: 60_000 }, () => {
+  const nats = natsTransportForSuite({ jetstream: false });
+
+  it('a result as deep as a value may be is read by the coordinator inside the result message; one level more is refused by its peer, naming the depth', async () => {
+    const undeliverable: AdapterError[] = [];
+    const deepest = { verdict: 'approve', echo: nestedLevels(limits.jsonDepthMax - 1) };
+    const tooDeep = { verdict: 'approve', echo: nestedLevels(limits.jsonDepthMax) };
+    const { coordinator, peer, invoke, close } = await deploymentOn(
+      nats.server,
+      (input) => ((input as { document: string }).document === 'deepest' ? deepest : tooDeep),
+      (error) => undeliverable.push(error),
+    );
+    try {
+      const { result } = await invoke('deepest-result', { document: 'deepest' });
+      await eventually(async () => (await coordinator.get('svc-a', result.operationId)).decision !== null, 'the decision closed', 15_000);
+      const decided = await coordinator.get('svc-a', result.operationId);
+      assert.equal(decided.decision?.outcome, 'success', JSON.stringify(decided.decision));
+      assert.deepEqual(decided.branches[0]?.result, deepest);
+
+      await invoke('too-deep-result', { document: 'too deep' });
+      await eventually(() => undeliverable.length > 0, 'the peer told its result cannot be sent', 15_000);
+      assert.equal(undeliverable[0]?.kind, 'invalid-input');
+      assert.match(undeliverable[0]?.message ?? '', /result: nesting deeper than 64/);
+      assert.equal(peer.stats.undeliverable, 1);
     } finally {
       await close();
     }
