@@ -146,6 +146,13 @@ export const commandReplySchema = {
   ],
 } as const;
 
+/**
+ * The levels an invoke, get or cancel reply holds a value below its root: a peer's result, at most
+ * limits.jsonDepthMax deep, is deepest in a collected output (`result.output.outcomes[i].result`);
+ * elsewhere it is at `result.branches[i].result` (4), an output at `result.output` (2).
+ */
+export const commandReplyLevels = 5;
+
 /** The list parameters of GET /contract-invocations, as JSON values; parseListParameters checks each. */
 export const listCommandSchema = {
   type: 'object',
@@ -555,7 +562,7 @@ export async function sendCommand(
   body: unknown,
   timeoutMs: number,
 ): Promise<CommandReply> {
-  return requestCommand<CommandReply>(transport, principalId, verb, body, timeoutMs, validateReply, 'command reply');
+  return requestCommand<CommandReply>(transport, principalId, verb, body, timeoutMs, validateReply, 'command reply', commandReplyLevels);
 }
 
 /** Sends a `list` command (list parameters as JSON values) and checks the reply's shape. */
@@ -565,7 +572,7 @@ export async function sendListCommand(
   parameters: Record<string, string | number | boolean>,
   timeoutMs: number,
 ): Promise<ListReply> {
-  return requestCommand<ListReply>(transport, principalId, 'list', parameters, timeoutMs, validateListReply, 'list reply');
+  return requestCommand<ListReply>(transport, principalId, 'list', parameters, timeoutMs, validateListReply, 'list reply', 0);
 }
 
 /** The reply timeout for a command that asks the coordinator to wait waitMs. */

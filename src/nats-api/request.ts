@@ -21,16 +21,10 @@ export function commandSubject(principalId: string, verb: string): string {
 }
 
 /**
- * How deep a reply may nest: a value the runtime holds (an input, an output, a peer's result) is
- * at most limits.jsonDepthMax deep, and a reply holds it under a few levels of its own
- * (`instance.output`, an operation's branches and their results). Without them a reply carrying
- * the deepest input a start takes (an instance whose output is its input) could not be read.
- */
-const replyDepthMax = limits.jsonDepthMax + 8;
-
-/**
  * Sends `body` as JSON on the principal's `verb` subject and answers the reply once it parses
- * strictly and passes `validate` (else `protocol-conflict`, naming `schemaName`). A transport
+ * strictly and passes `validate` (else `protocol-conflict`, naming `schemaName`). `levels` is how
+ * far below its root the reply holds a value the runtime keeps at most limits.jsonDepthMax deep
+ * (an input, an output, a peer's result): the reply is parsed to that depth plus these. A transport
  * failure (no coordinator, timeout) is the transport's AdapterError ('unavailable').
  */
 export async function requestCommand<T>(
@@ -41,10 +35,11 @@ export async function requestCommand<T>(
   timeoutMs: number,
   validate: ValidateFunction,
   schemaName: string,
+  levels: number,
 ): Promise<T> {
   if (!transport.request) throw new AdapterError('unsupported', `transport ${transport.identity} has no request/reply`);
   const data = await transport.request(commandSubject(principalId, verb), new TextEncoder().encode(JSON.stringify(body)), timeoutMs);
-  const reply = parseStrictBytes(data, `${verb} reply`, replyDepthMax);
+  const reply = parseStrictBytes(data, `${verb} reply`, limits.jsonDepthMax + levels);
   if (!validate(reply))
     throw new AdapterError('protocol-conflict', `${verb} reply does not match the ${schemaName} schema: ${describeErrors(validate.errors)}`);
   return reply as T;

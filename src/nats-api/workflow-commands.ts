@@ -90,6 +90,9 @@ export const workflowReplySchema = {
   ],
 } as const;
 
+/** The levels a workflow reply holds a value below its root: an instance's output, at `instance.output`. */
+export const workflowReplyLevels = 2;
+
 const validators: Record<WorkflowCommandVerb, ValidateFunction> = {
   'workflow-start': ajv.compile(workflowStartRequestSchema),
   'workflow-get': ajv.compile(workflowGetCommandSchema),
@@ -193,7 +196,7 @@ export async function sendWorkflowCommand(
   body: unknown,
   timeoutMs: number,
 ): Promise<WorkflowReply> {
-  return requestCommand<WorkflowReply>(transport, principalId, verb, body, timeoutMs, validateReply, 'workflow reply');
+  return requestCommand<WorkflowReply>(transport, principalId, verb, body, timeoutMs, validateReply, 'workflow reply', workflowReplyLevels);
 }
 
 /** Sends `workflow-list` with list parameters (GET /workflow-instances' names) and checks the reply's shape. */
@@ -203,5 +206,5 @@ export async function sendWorkflowList(
   parameters: Record<string, unknown>,
   timeoutMs: number,
 ): Promise<WorkflowListReply> {
-  return requestCommand<WorkflowListReply>(transport, principalId, 'workflow-list', parameters, timeoutMs, validateListReply, 'workflow-list reply');
+  return requestCommand<WorkflowListReply>(transport, principalId, 'workflow-list', parameters, timeoutMs, validateListReply, 'workflow-list reply', 0);
 }

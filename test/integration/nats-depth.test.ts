@@ -4,7 +4,8 @@
  * the request message, and one level more is refused at admission, naming the depth; a peer's
  * result as deep is read by the coordinator inside the result message, and one level more is
  * refused by the peer that would send it (onUndeliverable, naming the depth), never sent to be
- * dropped unread.
+ * dropped unread; an invoke reply nesting such a result deepest (a collected output's outcome, five
+ * levels below the reply's root) is read by the command client.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -17,12 +18,13 @@ import { NatsTransport } from '../../src/adapters/transport/nats.js';
 import { BundleRegistry, loadBundle } from '../../src/contract/bundle.js';
 import { SystemClock } from '../../src/contract/clock.js';
 import { AdapterError } from '../../src/contract/errors.js';
-import type { JsonValue } from '../../src/contract/json.js';
+import type { JsonObject, JsonValue } from '../../src/contract/json.js';
 import { limits } from '../../src/contract/limits.js';
 import { reviewBundle } from '../../src/deployment/examples.js';
 import type { Handler } from '../../src/peer/peer.js';
 import { createNatsPeer } from '../../src/peer/nats-peer.js';
 import { Coordinator } from '../../src/runtime/coordinator.js';
+import { sendCommand, startCommandServer } from '../../src/nats-api/commands.js';
 import { eventually } from '../support/nats-deployment-fixture.js';
 import { natsTransportForSuite, type NatsServer } from '../support/nats-server.js';
 
@@ -39,7 +41,7 @@ export function nestedLevels(levels: number): JsonValue {
 const inputOf = (levels: number): JsonValue => ({ document: nestedLevels(levels - 1) });
 
 /** A coordinator for one peer, alfa, running `handler`, on the suite's server (core NATS, memory store). */
-async function deploymentOn(server: NatsServer, handler: Handler, onUndeliverable?: (error: AdapterError) => void) {
+async function deploymentOn(server: NatsServer, handler: Handler, onUndeliverable?: (error: AdapterError) => void, review: JsonObject = {}) {
   const clock = new SystemClock();
   const bundle = loadBundle(
     reviewBundle({
@@ -48,6 +50,7 @@ async function deploymentOn(server: NatsServer, handler: Handler, onUndeliverabl
       completion: { mode: 'all-successful' },
       timeoutMs: 4000,
       leaseMs: 4000,
+      ...review,
     }),
   );
   const bundles = new BundleRegistry();
@@ -85,7 +88,7 @@ async function deploymentOn(server: NatsServer, handler: Handler, onUndeliverabl
     await peerNc.close();
     await nc.close();
   };
-  return { coordinator, peer, invoke, close };
+  return { coordinator, peer, invoke, close, bundle, bundles, transport };
 }
 
 describe('values at the depth limit over NATS', { timeout: 60_000 }, () => {
@@ -137,6 +140,40 @@ describe('results at the depth limit over NATS', { timeout: 60_000 }, () => {
       assert.match(undeliverable[0]?.message ?? '', /result: nesting deeper than 64/);
       assert.equal(peer.stats.undeliverable, 1);
     } finally {
+      await close();
+    }
+  });
+});
+
+describe('command replies at the depth limit over NATS', { timeout: 60_000 }, () => {
+  const nats = natsTransportForSuite({ jetstream: false });
+
+  it('an invoke reply holding the deepest result in its collected output is read by the command client', async () => {
+    const deepest = { verdict: 'approve', echo: nestedLevels(limits.jsonDepthMax - 1) };
+    const { coordinator, bundle, bundles, transport, close } = await deploymentOn(nats.server, () => deepest, undefined, {
+      aggregate: { kind: 'collect' },
+      output: {},
+    });
+    const commands = await startCommandServer({ transport, coordinator, bundles, waitMsMax: 10_000, bodyLimitBytes: 64 * 1024 });
+    const clientNc = await connect({ servers: nats.server.url });
+    const client = new NatsTransport(clientNc, { identity: 'client' });
+    try {
+      const body = {
+        contract: bundle.ref,
+        interaction: 'review',
+        invocationKey: 'deepest-reply',
+        input: { document: 'd' },
+        waitFor: 'decision',
+        waitMs: 10_000,
+      };
+      const reply = await sendCommand(client, 'svc-a', 'invoke', body, 15_000);
+      assert.ok('result' in reply && !('omitted' in reply), JSON.stringify(reply).slice(0, 400));
+      assert.deepEqual(reply.result.branches[0]?.result, deepest);
+      assert.deepEqual(reply.result.output, { outcomes: [{ branchId: 'alfa', peerId: 'alfa', status: 'success', result: deepest }] });
+    } finally {
+      await commands.close();
+      await client.close();
+      await clientNc.close();
       await close();
     }
   });
