@@ -21,7 +21,7 @@ import type { InvocationResult } from '../../projections/views.js';
 import { stageInvocationKey } from '../ids.js';
 import { contractDecisionErrorType, contractOutputErrorType, contractSettlementErrorType } from '../contract-errors.js';
 import { isObject } from './document.js';
-import { WorkflowRaise, raise } from './dsl-errors.js';
+import { WorkflowRaise, adapterErrorProblems, raise } from './dsl-errors.js';
 import type { WorkflowError } from './events.js';
 import type { Interpreting as Interpreter, TaskRun } from './run.js';
 import { Halted } from './journal.js';
@@ -705,16 +705,6 @@ function answerOf(result: InvocationResult, waitFor: WaitFor, ref: string): Json
 
 /** AdapterError kinds as DSL errors: denial, expired input, unavailability and protocol conflict stay distinct. */
 function adapterFault(error: AdapterError, ref: string): WorkflowError {
-  const base = 'https://serverlessworkflow.io/spec/1.0.0/errors/';
-  const table: Record<AdapterError['kind'], [string, number]> = {
-    'invalid-input': [`${base}validation`, 400],
-    denied: [`${base}authorization`, 403],
-    expired: ['https://convoke.dev/errors/workflow/expired', 410],
-    unavailable: [`${base}communication`, 503],
-    conflict: [`${base}communication`, 409],
-    'protocol-conflict': ['https://convoke.dev/errors/workflow/protocol-conflict', 409],
-    unsupported: [`${base}configuration`, 422],
-  };
-  const [type, status] = table[error.kind];
+  const { type, status } = adapterErrorProblems[error.kind];
   return { type, status, title: `Contract call ${error.kind}`, detail: cutText(error.description ?? error.message, 4000), instance: ref };
 }

@@ -2,6 +2,7 @@
  * The DSL's standard errors (RFC 7807 problem details, dsl-reference.md "Standard Error Types"),
  * the error a task raises, and error filters (`catch.errors.with`).
  */
+import type { AdapterErrorKind } from '../../contract/errors.js';
 import { cutText, type JsonValue } from '../../contract/json.js';
 import { limits } from '../../contract/limits.js';
 import type { WorkflowError } from './events.js';
@@ -18,6 +19,20 @@ export const errorTypes = {
   communication: `${base}communication`,
   runtime: `${base}runtime`,
 } as const;
+
+/**
+ * The DSL error type and status an AdapterError of each kind becomes where the executor raises it
+ * at a task: a contract call's refusal (calls.ts), a child workflow's start refused (subworkflows.ts).
+ */
+export const adapterErrorProblems: Readonly<Record<AdapterErrorKind, { type: string; status: number }>> = {
+  'invalid-input': { type: errorTypes.validation, status: 400 },
+  denied: { type: errorTypes.authorization, status: 403 },
+  expired: { type: 'https://convoke.dev/errors/workflow/expired', status: 410 },
+  unavailable: { type: errorTypes.communication, status: 503 },
+  conflict: { type: errorTypes.communication, status: 409 },
+  'protocol-conflict': { type: 'https://convoke.dev/errors/workflow/protocol-conflict', status: 409 },
+  unsupported: { type: errorTypes.configuration, status: 422 },
+};
 
 /**
  * A DSL error raised by a task: it unwinds to the nearest matching `catch`, or faults the instance.

@@ -22,6 +22,11 @@
  *   store failure is (which would leave the task waiting for as long as the principal stays at it).
  *   So is its start rate (workflows.startRate): a child takes a token of its root's principal as a
  *   caller's start does, and a start past it is a runtime error (503, "Workflow start rate reached").
+ * - Any other refusal of the start but an unavailable store (invalid-input, unsupported, denied,
+ *   expired, protocol-conflict, conflict) is definite — a later start meets it again — and is the
+ *   DSL error of its kind at the task (adapterErrorProblems: "Child workflow refused"), recorded as
+ *   the call's answer, catchable. An unavailable store is thrown: the parent is driven again, its
+ *   task's or its workflow's timeout still ending the wait.
  * - Abandoned children: when the task awaiting a child stops waiting without its answer — its own
  *   timeout or an enclosing task's fired, or it was in a competing fork's losing branch — the
  *   child is no longer awaited, and its parent (which owns it) cancels it, then records what
@@ -50,7 +55,7 @@ import { limits } from '../../contract/limits.js';
 import { valueAt } from '../../contract/bundle.js';
 import { stageInvocationKey, workflowInstanceId } from '../ids.js';
 import { isObject, subworkflowRefOf } from './document.js';
-import { WorkflowRaise, raise } from './dsl-errors.js';
+import { WorkflowRaise, adapterErrorProblems, raise } from './dsl-errors.js';
 import type { SubworkflowDisposed, SubworkflowDisposition, WorkflowCancelledBeforeStart } from './events.js';
 import { Halted } from './journal.js';
 import { ranInside, schemeOf } from './keys.js';
@@ -137,9 +142,11 @@ async function startAndWait(
     if (error instanceof RunningBoundReached) throw raise('runtime', 503, 'Workflow instances bound reached', ref, error.description ?? error.message);
     // Past the principal's start rate (workflows.startRate): the same, a retry with a backoff waits for a token.
     if (error instanceof RateLimited) throw raise('runtime', 503, 'Workflow start rate reached', ref, error.description ?? error.message);
-    // A child its start refuses (its workflow's timeout ends past what a timer records): the DSL's error at the task.
-    if (error instanceof AdapterError && error.kind === 'invalid-input')
-      throw raise('validation', 400, 'Child workflow refused', ref, error.description ?? error.message);
+    // A definite refusal (its workflow's timeout ends past what a timer records, its document no longer checks beside
+    // its bundle, its key pruned or taken by another start): every later start meets it again, so it is the DSL's error
+    // at the task, of its kind (as a contract call's refusal is), recorded as the call's answer and catchable. Only an
+    // unavailable store is thrown, for the parent to be driven again; its task's or its workflow's timeout still ends it.
+    if (error instanceof AdapterError && error.kind !== 'unavailable') throw new WorkflowRaise(childRefused(error, request, ref));
     throw error;
   });
   if (instanceId !== expectedId) throw raise('runtime', 500, 'Child workflow mismatch', ref, `started ${instanceId}, expected ${expectedId}`);
@@ -164,6 +171,13 @@ async function startAndWait(
         `workflow instance ${instanceId} was cancelled${child.started.cancelledBeforeStart === true ? ' before its start' : ''}`,
       );
   }
+}
+
+/** A definite refusal of the child's start, raised at the parent's task: the DSL error of its kind, the refusal as its detail. */
+function childRefused(error: AdapterError, request: ChildStart, ref: string): WorkflowRaise['error'] {
+  const { type, status } = adapterErrorProblems[error.kind];
+  const detail = `the start of workflow ${headerName(request.document)} was refused (${error.kind}): ${error.description ?? error.message}`;
+  return { type, status, title: 'Child workflow refused', detail: cutText(detail, 4000), instance: ref };
 }
 
 /** The child's error, raised at the parent's task: its type, status and title kept (a catch filters on them), the child named in the detail. */
