@@ -110,7 +110,7 @@ test('every duration the interpreter reads as written is checked before anything
   const tried = (retry: JsonValue) => ({ do: [{ t: { try: [{ x: { set: {} } }], catch: { retry } } }] });
   const accepted: Record<string, JsonValue>[] = [
     task({ timeout: { after: 'PT0.5S' } }),
-    task({ timeout: { after: { days: 1, milliseconds: 1.5 } } }),
+    task({ timeout: { after: { days: 1, milliseconds: 1 } } }),
     { use: { timeouts: { short: { after: 'P2DT3H' } } }, ...task({ timeout: 'short' }) },
     task({ wait: '${ .d }' }),
     task({ wait: 'PT0S' }),
@@ -127,6 +127,10 @@ test('every duration the interpreter reads as written is checked before anything
     // Not durations, or none a timer records: before, no timeout, no delay, no limit.
     [task({ timeout: { after: '${ .t }' } }), 'unsupported', '/do/0/t/timeout/after'],
     [task({ timeout: { after: { milliseconds: -1 } } }), 'invalid-input', '/do/0/t/timeout/after'],
+    // Outside the schema's inline duration (integers, lowercase keys, at least one): before, read as 1.5 ms, 1 s and 0 ms.
+    [task({ timeout: { after: { days: 1, milliseconds: 1.5 } } }), 'invalid-input', '/do/0/t/timeout/after'],
+    [task({ wait: { Seconds: 1 } }), 'invalid-input', '/do/0/t/wait'],
+    [{ use: { retries: { again: { delay: {} } } }, ...tried('again') }, 'invalid-input', '/use/retries/again/delay'],
     [task({ timeout: { after: 'P999999999999D' } }), 'invalid-input', '/do/0/t/timeout/after'],
     [task({ timeout: 'missing' }), 'invalid-input', '/do/0/t/timeout'],
     [task({ wait: { minutes: 'ten' } }), 'invalid-input', '/do/0/t/wait'],

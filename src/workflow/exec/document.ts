@@ -346,7 +346,7 @@ function checkDuration(value: JsonValue | undefined, pointer: string): void {
   if (typeof value === 'string' && calendarDuration.test(value) && /[YW]|^P[^T]*M/.test(value))
     throw unsupported(`${pointer}: ${JSON.stringify(value)}: years, months and weeks are not supported (a duration is days, hours, minutes and seconds)`);
   throw invalidInput(
-    `${pointer}: not a duration (ISO 8601 PnDTnHnMnS, or {days, hours, minutes, seconds, milliseconds} of non-negative numbers) of at most 2^53 − 1 ms`,
+    `${pointer}: not a duration (ISO 8601 PnDTnHnMnS, or at least one of the lowercase keys days, hours, minutes, seconds, milliseconds, each a non-negative integer) of at most 2^53 − 1 ms`,
   );
 }
 

@@ -1,13 +1,25 @@
-/** DSL durations: `{days, hours, minutes, seconds, milliseconds}` or an ISO 8601 duration (days to seconds). */
+/** DSL durations: `{days, hours, minutes, seconds, milliseconds}` (integers) or an ISO 8601 duration (days to seconds). */
 import type { JsonValue } from '../../contract/json.js';
 
 const dayMs = 86_400_000;
 const hourMs = 3_600_000;
 const minuteMs = 60_000;
-const units: Readonly<Record<string, number>> = { days: dayMs, hours: hourMs, minutes: minuteMs, seconds: 1000, milliseconds: 1 };
+/** The inline duration's keys (the DSL 1.0.3 schema's `duration`: these, lowercase, and no other). */
+const units: ReadonlyMap<string, number> = new Map([
+  ['days', dayMs],
+  ['hours', hourMs],
+  ['minutes', minuteMs],
+  ['seconds', 1000],
+  ['milliseconds', 1],
+]);
 const iso = /^P(?:(\d+(?:\.\d+)?)D)?(?:T(?:(\d+(?:\.\d+)?)H)?(?:(\d+(?:\.\d+)?)M)?(?:(\d+(?:\.\d+)?)S)?)?$/;
 
-/** Milliseconds, or undefined when the value is not a duration (or one longer than a safe integer of milliseconds). */
+/**
+ * Milliseconds, or undefined when the value is not a duration the DSL 1.0.3 schema allows (or one
+ * longer than a safe integer of milliseconds): an ISO 8601 string of days to seconds, or an
+ * object of at least one of the lowercase keys days, hours, minutes, seconds, milliseconds, each
+ * a non-negative integer. The same whether the document holds it or an expression computed it.
+ */
 export function durationMs(value: JsonValue | undefined): number | undefined {
   if (typeof value === 'string') {
     const match = iso.exec(value);
@@ -17,11 +29,13 @@ export function durationMs(value: JsonValue | undefined): number | undefined {
     return Number.isSafeInteger(total) ? total : undefined;
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
+  const entries = Object.entries(value);
+  if (entries.length === 0) return undefined;
   let total = 0;
-  for (const [key, amount] of Object.entries(value)) {
-    const unit = units[key.toLowerCase()];
-    if (unit === undefined || typeof amount !== 'number' || !Number.isFinite(amount) || amount < 0) return undefined;
+  for (const [key, amount] of entries) {
+    const unit = units.get(key);
+    if (unit === undefined || typeof amount !== 'number' || !Number.isInteger(amount) || amount < 0) return undefined;
     total += amount * unit;
   }
-  return Number.isSafeInteger(Math.round(total)) ? Math.round(total) : undefined;
+  return Number.isSafeInteger(total) ? total : undefined;
 }

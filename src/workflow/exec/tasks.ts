@@ -83,7 +83,14 @@ async function runWait(interpreter: Interpreter, run: TaskRun): Promise<KindOutc
   const ms = durationMs(
     isExpression(wait) ? await interpreter.evaluate(`${run.at}>wait`, wait, run.input, run.frame, { input: run.input }, run.entry.pointer) : wait,
   );
-  if (ms === undefined) throw raise('validation', 400, 'Invalid duration', run.entry.pointer, 'wait must be a duration');
+  if (ms === undefined)
+    throw raise(
+      'validation',
+      400,
+      'Invalid duration',
+      run.entry.pointer,
+      'wait must be a duration: ISO 8601 PnDTnHnMnS, or at least one of the lowercase keys days, hours, minutes, seconds, milliseconds, each a non-negative integer',
+    );
   // The wait counts from the committed start.
   await interpreter.flush();
   const started = interpreter.record.tasks[run.at];
