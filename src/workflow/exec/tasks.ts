@@ -18,6 +18,7 @@ import { Halted } from './journal.js';
 import { runCall } from './calls.js';
 import { releaseSubworkflows, runSubworkflow } from './subworkflows.js';
 import { entriesOf } from './document.js';
+import { escapePointer } from './expressions.js';
 import type { Frame, Interpreting as Interpreter, TaskRun } from './run.js';
 
 export interface KindOutcome {
@@ -251,7 +252,7 @@ async function runTry(interpreter: Interpreter, run: TaskRun): Promise<KindOutco
       const caught = await catches(interpreter, run, frame, handling, spec, error.error);
       if (!caught) throw error;
       const errorVar = { [typeof spec.as === 'string' ? spec.as : 'error']: errorValue(error.error) };
-      const retryAtMs = await retryDelay(interpreter, run, frame, handling, spec, attempt, errorVar);
+      const retryAtMs = await retryDelay(interpreter, run, frame, handling, spec, attempt, error.error);
       if (retryAtMs !== undefined) {
         await sleepUntil(interpreter, `${run.at}(${attempt})>retry`, retryAtMs, 'retry', run.frame);
         continue;
@@ -282,7 +283,9 @@ async function catches(interpreter: Interpreter, run: TaskRun, frame: Frame, han
  * The instant of the next attempt, or undefined when the policy allows none: `limit.attempt.count`
  * retries at most, within `limit.duration` of the try's start; delay × 1 (constant), × n (linear)
  * or × 2^(n−1) (exponential), plus a jitter drawn from the injected seeded source. The instant is
- * recorded with the timer, so the draw never needs replaying.
+ * recorded with the timer, so the draw never needs replaying. A backoff ending past the latest
+ * instant a timer records is the DSL's validation error at the try (backoffPastTimers): the retry
+ * the policy asks for cannot be kept, and the caught error is not taken as handled.
  */
 async function retryDelay(
   interpreter: Interpreter,
@@ -291,7 +294,7 @@ async function retryDelay(
   handling: string,
   spec: JsonObject,
   attempt: number,
-  errorVar: Record<string, JsonValue>,
+  caught: WorkflowError,
 ): Promise<number | undefined> {
   const policy = resolveNamed(interpreter.record.started.document, 'retries', spec.retry);
   if (!isObject(policy)) return undefined;
@@ -302,6 +305,7 @@ async function retryDelay(
   const limit = isObject(policy.limit) ? policy.limit : {};
   const count = isObject(limit.attempt) && typeof limit.attempt.count === 'number' ? limit.attempt.count : Number.POSITIVE_INFINITY;
   if (attempt > count) return undefined;
+  const errorVar = { [typeof spec.as === 'string' ? spec.as : 'error']: errorValue(caught) };
   const withVars: Frame = { ...frame, vars: { ...frame.vars, ...errorVar } };
   if (typeof policy.when === 'string' && !truthy(await interpreter.evaluate(`${handling}>retry.when`, policy.when, run.input, withVars, {}, run.entry.pointer)))
     return undefined;
@@ -322,9 +326,24 @@ async function retryDelay(
   const jitterMs = jitter ? fromMs + Math.floor(interpreter.deps.random.next() * Math.max(0, toMs - fromMs)) : 0;
   // No delay grows no backoff: past 2^1024 the factor is Infinity, and 0 × Infinity is NaN (no retry at all).
   const dueAtMs = nowMs + (baseMs === 0 ? 0 : baseMs * factor) + jitterMs;
-  // A backoff grown past what a timer records leaves no retry.
-  if (!Number.isSafeInteger(dueAtMs) || (durationLimit !== undefined && dueAtMs > startedAtMs + durationLimit)) return undefined;
+  // Past the policy's own duration limit the retries are over, however far the backoff grew; a backoff no limit ends
+  // that ends past what a timer records is a retry asked for and impossible, never a retry left out in silence.
+  if (durationLimit !== undefined && dueAtMs > startedAtMs + durationLimit) return undefined;
+  if (!Number.isSafeInteger(dueAtMs)) throw backoffPastTimers(run, spec, attempt, caught);
   return dueAtMs;
+}
+
+/** The try's validation error for a retry whose backoff ends past 2^53 − 1 ms: the policy's pointer first, the error it caught named. */
+function backoffPastTimers(run: TaskRun, spec: JsonObject, attempt: number, caught: WorkflowError): WorkflowRaise {
+  const policy = typeof spec.retry === 'string' ? `/use/retries/${escapePointer(spec.retry)}` : `${run.entry.pointer}/catch/retry`;
+  const what = `${caught.type} (${caught.status})${caught.instance === undefined ? '' : ` at ${caught.instance}`}`;
+  return raise(
+    'validation',
+    400,
+    'Invalid duration',
+    run.entry.pointer,
+    `${policy}: the backoff of retry ${attempt} ends past the latest instant a timer records (2^53 − 1 ms); the error it caught: ${what}`,
+  );
 }
 
 /**
