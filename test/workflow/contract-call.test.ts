@@ -63,6 +63,21 @@ ${
 }
 `;
 
+/** A review call retried once on a failed decision, then given up: under the document's key when it names one. */
+const guardedReview = (digest: string, invocationKey?: string) => `  - guarded:
+      try:
+        - review:
+            call: invoke-contract
+            with:
+              contract: { id: lab.review, version: '1.0.0', digest: '${digest}' }
+              interaction: review
+              input: { document: x }${invocationKey === undefined ? '' : `\n              invocationKey: ${invocationKey}`}
+      catch:
+        errors: { with: { type: https://convoke.dev/errors/workflow/decision } }
+        retry: { delay: { milliseconds: 10 }, limit: { attempt: { count: 1 } } }
+        do:
+          - giveUp: { set: { gaveUp: true } }`;
+
 test('a contract call: the child operation is bound before the call, the decision gates the task, the log replays', async () => {
   const clock = new SystemClock();
   const store = new MemoryEventStore({ clock });
@@ -148,29 +163,7 @@ test('a failed decision raises a typed error; a DSL retry is a new logical invoc
       'the pipeline stopped',
     );
 
-    const retried = await runToEnd(
-      h,
-      yaml(
-        pipeline(
-          digest,
-          `  - guarded:
-      try:
-        - review:
-            call: invoke-contract
-            with:
-              contract: { id: lab.review, version: '1.0.0', digest: '${digest}' }
-              interaction: review
-              input: { document: x }
-      catch:
-        errors: { with: { type: https://convoke.dev/errors/workflow/decision } }
-        retry: { delay: { milliseconds: 10 }, limit: { attempt: { count: 1 } } }
-        do:
-          - giveUp: { set: { gaveUp: true } }`,
-        ),
-      ),
-      {},
-      'order-4',
-    );
+    const retried = await runToEnd(h, yaml(pipeline(digest, guardedReview(digest))), {}, 'order-4');
     assert.deepEqual(retried.output, { gaveUp: true });
     const children = Object.values(retried.children).sort((x, y) => x.attempt - y.attempt);
     assert.deepEqual(
@@ -232,30 +225,7 @@ test('a DSL retry of a call whose key the document gives is a new logical invoca
   const h = harness({ store, clock, invocations: embedded.coordinator });
   try {
     const digest = embedded.bundle.ref.digest;
-    const retried = await runToEnd(
-      h,
-      yaml(
-        pipeline(
-          digest,
-          `  - guarded:
-      try:
-        - review:
-            call: invoke-contract
-            with:
-              contract: { id: lab.review, version: '1.0.0', digest: '${digest}' }
-              interaction: review
-              input: { document: x }
-              invocationKey: release-7
-      catch:
-        errors: { with: { type: https://convoke.dev/errors/workflow/decision } }
-        retry: { delay: { milliseconds: 10 }, limit: { attempt: { count: 1 } } }
-        do:
-          - giveUp: { set: { gaveUp: true } }`,
-        ),
-      ),
-      {},
-      'order-6',
-    );
+    const retried = await runToEnd(h, yaml(pipeline(digest, guardedReview(digest, 'release-7'))), {}, 'order-6');
     assert.deepEqual(retried.output, { gaveUp: true });
     const children = Object.values(retried.children).sort((x, y) => x.attempt - y.attempt);
     assert.deepEqual(

@@ -69,6 +69,15 @@ const functionInput: JsonObject = {
 
 const endpoint = (uri: string): JsonObject => ({ uri, authentication: { bearer: { use: contractFunctionSecret } } });
 
+/** The POST of the InvocationRequest, answering the HTTP call's `output` form. */
+const postInvocation = (output: 'response' | 'content'): JsonObject => ({
+  method: 'post',
+  endpoint: endpoint('${ $secrets.' + contractFunctionSecret + '.endpoint + "/contract-invocations" }'),
+  headers: { 'content-type': 'application/json' },
+  body: requestBody,
+  output,
+});
+
 /** The boundary the answer speaks of: the facade names it (`convoke-wait-for`); else the one asked. */
 const boundary = '(.response.headers["convoke-wait-for"] // .with.waitFor // "decision")';
 const answered = (what: string) => `\\(.response.content.operationId) ${what}`;
@@ -88,13 +97,7 @@ export const contractFunctionDefinition: JsonObject = {
     {
       invoke: {
         call: 'http',
-        with: {
-          method: 'post',
-          endpoint: endpoint('${ $secrets.' + contractFunctionSecret + '.endpoint + "/contract-invocations" }'),
-          headers: { 'content-type': 'application/json' },
-          body: requestBody,
-          output: 'response',
-        },
+        with: postInvocation('response'),
         output: { as: '${ {with: $input, response: .} }' },
       },
     },
@@ -168,13 +171,7 @@ export const contractFunctionDefinition: JsonObject = {
 export const contractFunctionDefinitionV1: JsonObject = {
   input: functionInput,
   call: 'http',
-  with: {
-    method: 'post',
-    endpoint: endpoint('${ $secrets.' + contractFunctionSecret + '.endpoint + "/contract-invocations" }'),
-    headers: { 'content-type': 'application/json' },
-    body: requestBody,
-    output: 'content',
-  },
+  with: postInvocation('content'),
 };
 
 /** A contract as a call names it. Inside a bundle, `digest` may be omitted for the bundle's own contract. */
