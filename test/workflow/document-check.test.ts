@@ -5,7 +5,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { isAdapterError } from '../../src/contract/errors.js';
-import type { JsonValue } from '../../src/contract/json.js';
+import type { JsonObject, JsonValue } from '../../src/contract/json.js';
+import { validateDslDocument } from '../../src/workflow/dsl/dsl-schema.js';
 import { limits } from '../../src/contract/limits.js';
 import { checkDocument } from '../../src/workflow/exec/document.js';
 import { refused, yaml } from './support.js';
@@ -234,4 +235,42 @@ do:
     '/use/retries/again/limit/attempt/duration',
   );
   checkDocument(retrying(`{ limit: { attempt: { count: 3 }, duration: PT1S } }`));
+});
+
+test("a retry policy's limit.attempt.count that is no integer, or a limit the DSL's schema refuses, is refused naming its pointer before anything runs, as the DSL's schema refuses it", async () => {
+  const retrying = (retry: string, use = '') =>
+    yaml(`
+document: { dsl: '1.0.3', namespace: t, name: retrying, version: '1.0.0' }
+${use}
+do:
+  - attempt:
+      try:
+        - fail: { raise: { error: { type: 'https://e.example/x', status: 503 } } }
+      catch:
+        retry: ${retry}
+`);
+  const inline = '/do/0/attempt/catch/retry/limit';
+  for (const count of ['1.5', "'3'", 'null', 'true', '[3]', '{ n: 3 }']) {
+    refused(() => checkDocument(retrying(`{ limit: { attempt: { count: ${count} } } }`)), 'invalid-input', `${inline}/attempt/count`, /an integer/);
+    await assert.rejects(validateDslDocument(retrying(`{ limit: { attempt: { count: ${count} } } }`) as JsonObject, ''), count);
+  }
+  refused(
+    () => checkDocument(retrying('again', `use: { retries: { again: { limit: { attempt: { count: 2.5 } } } } }`)),
+    'invalid-input',
+    '/use/retries/again/limit/attempt/count',
+    /an integer/,
+  );
+  // A limit, or its attempt, that is no object or holds a key the DSL does not define would be no limit at all.
+  refused(() => checkDocument(retrying(`{ limit: 3 }`)), 'invalid-input', inline);
+  refused(() => checkDocument(retrying(`{ limit: { attempt: 3 } }`)), 'invalid-input', `${inline}/attempt`);
+  refused(() => checkDocument(retrying(`{ limit: { attempts: { count: 3 } } }`)), 'invalid-input', `${inline}/attempts`);
+  refused(() => checkDocument(retrying(`{ limit: { attempt: { max: 3 } } }`)), 'invalid-input', `${inline}/attempt/max`);
+  // An attempt.duration that is no duration is invalid before it is unsupported.
+  refused(() => checkDocument(retrying(`{ limit: { attempt: { duration: 5 } } }`)), 'invalid-input', `${inline}/attempt/duration`);
+  // What the schema allows: any integer (none below zero retries, as 0), written as 3 or 3.0.
+  for (const count of ['0', '3', '3.0', '-1', '9007199254740993']) {
+    assert.equal(checkDocument(retrying(`{ limit: { attempt: { count: ${count} } } }`)), 'retrying', count);
+    await validateDslDocument(retrying(`{ limit: { attempt: { count: ${count} } } }`) as JsonObject, '');
+  }
+  assert.equal(checkDocument(retrying('again', `use: { retries: { again: { limit: { attempt: { count: 2 } } } } }`)), 'retrying');
 });

@@ -321,15 +321,37 @@ function checkRetry(policy: JsonValue, pointer: string): void {
   if (!isObject(policy)) throw invalidInput(`${pointer}: a retry policy is an object`);
   checkWhens(policy, pointer);
   if (policy.delay !== undefined) checkDuration(policy.delay, `${pointer}/delay`);
-  if (isObject(policy.limit) && policy.limit.duration !== undefined) checkDuration(policy.limit.duration, `${pointer}/limit/duration`);
-  // The DSL says only "the duration limit, if any, for all retry attempts": not run, so refused rather than ignored.
-  if (isObject(policy.limit) && isObject(policy.limit.attempt) && policy.limit.attempt.duration !== undefined)
-    throw unsupported(
-      `${pointer}/limit/attempt/duration: not supported by this executor (limit.duration bounds the retries, limit.attempt.count their number)`,
-    );
+  if (policy.limit !== undefined) checkRetryLimit(policy.limit, `${pointer}/limit`);
   const jitter = policy.jitter;
   if (jitter !== undefined && !isObject(jitter)) throw invalidInput(`${pointer}/jitter: a jitter is {from, to}`);
   for (const end of ['from', 'to']) if (isObject(jitter) && jitter[end] !== undefined) checkDuration(jitter[end], `${pointer}/jitter/${end}`);
+}
+
+/**
+ * A retry policy's limit as the DSL's schema has it: {attempt: {count: integer, duration}, duration}
+ * and nothing else. The interpreter reads a count that is no number, or a limit it does not find, as
+ * no limit (retries for good), and a count of 1.5 as written; each is refused here instead. Any
+ * integer is the schema's: one below zero allows no retry, as 0 does.
+ */
+function checkRetryLimit(limit: JsonValue, pointer: string): void {
+  if (!isObject(limit)) throw invalidInput(`${pointer}: a retry limit is {attempt: {count}, duration}`);
+  onlyKeys(limit, ['attempt', 'duration'], pointer);
+  if (limit.duration !== undefined) checkDuration(limit.duration, `${pointer}/duration`);
+  const attempt = limit.attempt;
+  if (attempt === undefined) return;
+  if (!isObject(attempt)) throw invalidInput(`${pointer}/attempt: a retry limit's attempt is {count}`);
+  onlyKeys(attempt, ['count', 'duration'], `${pointer}/attempt`);
+  if (attempt.count !== undefined && !(typeof attempt.count === 'number' && Number.isInteger(attempt.count)))
+    throw invalidInput(`${pointer}/attempt/count: the most retries is an integer, got ${JSON.stringify(attempt.count)}`);
+  if (attempt.duration === undefined) return;
+  checkDuration(attempt.duration, `${pointer}/attempt/duration`);
+  // The DSL says only "the duration limit, if any, for all retry attempts": not run, so refused rather than ignored.
+  throw unsupported(`${pointer}/attempt/duration: not supported by this executor (limit.duration bounds the retries, limit.attempt.count their number)`);
+}
+
+function onlyKeys(holder: JsonObject, known: readonly string[], pointer: string): void {
+  for (const key of Object.keys(holder))
+    if (!known.includes(key)) throw invalidInput(`${pointer}/${escapePointer(key)}: not a key of a retry limit (${known.join(', ')})`);
 }
 
 /** The DSL's ISO 8601 durations with years, months or weeks: lengths that depend on the calendar (or, for weeks, not read here). */
