@@ -20,7 +20,7 @@ const expected: Record<AdapterErrorKind, [string, number]> = {
   unavailable: [`${sw}communication`, 503],
   conflict: [`${sw}communication`, 409],
   'protocol-conflict': ['https://convoke.dev/errors/workflow/protocol-conflict', 409],
-  unsupported: [`${sw}configuration`, 422],
+  unsupported: [`${sw}configuration`, 400],
 };
 
 const document = yaml(`document: { dsl: '1.0.3', namespace: test, name: faults, version: '1.0.0' }

@@ -83,7 +83,8 @@ do:
     const record = await runToEnd(h, delegatingParent('parent', 'relay'), {}, 'k1', 8000);
     assert.equal(record.status, 'faulted');
     assert.equal(record.error?.type, `${spec}configuration`);
-    assert.equal(record.error?.status, 422);
+    // The DSL's configuration error carries 400, as a child that resolves to no workflow does.
+    assert.equal(record.error?.status, 400);
     assert.equal(record.error?.title, 'Child workflow refused');
     assert.equal(record.error?.instance, '/do/0/delegate');
     assert.match(record.error?.detail ?? '', /unsupported.*\/do\/0\/onward\/run\/workflow: the workflow t\/gone@1\.0\.0 is not pinned/);
@@ -99,7 +100,7 @@ do:
 test('each definite refusal of a child start is the DSL error of its kind at the task, caught by a try', async () => {
   const expected: [AdapterErrorKind, string, number][] = [
     ['invalid-input', `${spec}validation`, 400],
-    ['unsupported', `${spec}configuration`, 422],
+    ['unsupported', `${spec}configuration`, 400],
     ['denied', `${spec}authorization`, 403],
     ['expired', 'https://convoke.dev/errors/workflow/expired', 410],
     ['protocol-conflict', 'https://convoke.dev/errors/workflow/protocol-conflict', 409],
@@ -172,6 +173,28 @@ do:
     assert.equal(byWorkflow.error?.instance, '/');
     await assertReplayEqual(h, instanceId);
     assert.ok(h.executor.failures.every((error) => isAdapterError(error) && error.kind === 'unavailable'));
+  } finally {
+    await h.close();
+  }
+});
+
+/** Workflows that resolve `documents` for the first `answers` look-ups (the parent's check), then `after`. */
+function resolvingFor(answers: number, documents: readonly JsonValue[], after: () => JsonValue | undefined): ReturnType<typeof workflowsAmong> {
+  const among = workflowsAmong(documents);
+  let asked = 0;
+  return (digest, ref) => (asked++ < answers ? among(digest, ref) : after());
+}
+
+test('a child that no longer resolves to a workflow faults its task with the configuration error a child refused as unsupported raises: 400', async () => {
+  const h = harness({ workflows: resolvingFor(1, [quickDocument], () => undefined) });
+  try {
+    const record = await runToEnd(h, delegatingParent('parent', 'quick'), {}, 'gone', 8000);
+    assert.equal(record.status, 'faulted');
+    assert.equal(record.error?.type, `${spec}configuration`);
+    assert.equal(record.error?.status, 400);
+    assert.equal(record.error?.title, 'Unknown workflow');
+    assert.equal(record.error?.instance, '/do/0/delegate');
+    assert.deepEqual(h.executor.failures, []);
   } finally {
     await h.close();
   }

@@ -132,7 +132,7 @@ test('definite refusals map to distinct DSL errors: a wrong credential is author
     assert.equal(unset.error?.title, 'Contract call denied');
     assert.doesNotMatch(unset.error?.detail ?? '', /^denied: /);
     const undeployed = await runToEnd(right, document(`sha256:${'2'.repeat(64)}`), { doc: 'x' }, 'remote-6');
-    assert.deepEqual([undeployed.error?.type, undeployed.error?.status], ['https://serverlessworkflow.io/spec/1.0.0/errors/configuration', 422]);
+    assert.deepEqual([undeployed.error?.type, undeployed.error?.status], ['https://serverlessworkflow.io/spec/1.0.0/errors/configuration', 400]);
   } finally {
     await Promise.all([wrong.close(), missing.close(), right.close()]);
   }

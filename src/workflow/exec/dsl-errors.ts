@@ -23,6 +23,9 @@ export const errorTypes = {
 /**
  * The DSL error type and status an AdapterError of each kind becomes where the executor raises it
  * at a task: a contract call's refusal (calls.ts), a child workflow's start refused (subworkflows.ts).
+ * A configuration error carries the DSL's status for it, 400, as every other the executor raises
+ * (an unknown workflow, an unsupported call or task): `unsupported` is no other status for being
+ * a refusal.
  */
 export const adapterErrorProblems: Readonly<Record<AdapterErrorKind, { type: string; status: number }>> = {
   'invalid-input': { type: errorTypes.validation, status: 400 },
@@ -31,7 +34,7 @@ export const adapterErrorProblems: Readonly<Record<AdapterErrorKind, { type: str
   unavailable: { type: errorTypes.communication, status: 503 },
   conflict: { type: errorTypes.communication, status: 409 },
   'protocol-conflict': { type: 'https://convoke.dev/errors/workflow/protocol-conflict', status: 409 },
-  unsupported: { type: errorTypes.configuration, status: 422 },
+  unsupported: { type: errorTypes.configuration, status: 400 },
 };
 
 /**
