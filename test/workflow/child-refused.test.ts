@@ -199,3 +199,98 @@ test('a child that no longer resolves to a workflow faults its task with the con
     await h.close();
   }
 });
+
+/** A resolver that answers t/quick for the parent's check, then fails as `failures` say in turn (undefined: answers). */
+function failingResolver(): { workflows: ReturnType<typeof workflowsAmong>; failures: (Error | undefined)[]; failed: number; arm: () => void } {
+  const among = workflowsAmong([quickDocument]);
+  const state = {
+    failures: [] as (Error | undefined)[],
+    failed: 0,
+    checking: true,
+    arm: () => {
+      state.checking = true;
+      state.failed = 0;
+    },
+    workflows: (digest: string, ref: Parameters<ReturnType<typeof workflowsAmong>>[1]) => {
+      if (state.checking) {
+        state.checking = false;
+        return among(digest, ref);
+      }
+      const failure = state.failures[Math.min(state.failed, state.failures.length - 1)];
+      if (failure === undefined) return among(digest, ref);
+      state.failed += 1;
+      throw failure;
+    },
+  };
+  return state;
+}
+
+test('a workflows resolver that throws a definite AdapterError while the task runs faults the task with the DSL error of its kind, caught by a try, not retried', async () => {
+  const resolver = failingResolver();
+  const h = harness({ workflows: resolver.workflows });
+  const expected: [AdapterErrorKind, string, number][] = [
+    ['invalid-input', `${spec}validation`, 400],
+    ['unsupported', `${spec}configuration`, 400],
+    ['denied', `${spec}authorization`, 403],
+    ['expired', 'https://convoke.dev/errors/workflow/expired', 410],
+    ['protocol-conflict', 'https://convoke.dev/errors/workflow/protocol-conflict', 409],
+    ['conflict', `${spec}communication`, 409],
+  ];
+  try {
+    for (const [kind, type, status] of expected) {
+      resolver.arm();
+      resolver.failures = [new AdapterError(kind, `bundle look-up refused (${kind}) for the test`)];
+      const record = await runToEnd(h, structuredClone(catching), {}, `resolve-${kind}`, 8000);
+      assert.equal(record.status, 'completed', `${kind}: ${JSON.stringify(record.error)}`);
+      assert.equal(resolver.failed, 1, `${kind}: asked once, not retried`);
+      const caught = (record.output as { caught: Record<string, JsonValue> }).caught;
+      assert.equal(caught.type, type, kind);
+      assert.equal(caught.status, status, kind);
+      assert.equal(caught.title, 'Child workflow not resolved', kind);
+      assert.equal(caught.instance, '/do/0/guarded/try/0/delegate', kind);
+      assert.match(String(caught.detail), new RegExp(`t/quick@1\\.0\\.0.*\\(${kind}\\): bundle look-up refused \\(${kind}\\) for the test`), kind);
+      // Nothing was bound or started: the look-up failed before the child had an id.
+      assert.deepEqual(record.subworkflows, {}, kind);
+    }
+    // Uncaught, it faults the parent at the task.
+    resolver.arm();
+    resolver.failures = [new AdapterError('denied', 'no longer yours')];
+    const record = await runToEnd(h, delegatingParent('parent', 'quick'), {}, 'resolve-uncaught', 8000);
+    assert.equal(record.status, 'faulted');
+    assert.deepEqual([record.error?.type, record.error?.status, record.error?.instance], [`${spec}authorization`, 403, '/do/0/delegate']);
+    assert.equal(record.tasks['/do/0/delegate']?.state, 'faulted');
+    assert.deepEqual(h.executor.failures, []);
+  } finally {
+    await h.close();
+  }
+});
+
+test("a workflows resolver unavailable, or failing with no AdapterError, is retried: the parent completes once it answers, or ends at the task's timeout", async () => {
+  const resolver = failingResolver();
+  const h = harness({ workflows: resolver.workflows });
+  try {
+    resolver.failures = [new AdapterError('unavailable', 'bundle store down'), new AdapterError('unavailable', 'still down'), undefined];
+    const record = await runToEnd(h, catching, {}, 'unavailable', 15_000);
+    assert.equal(record.status, 'completed', JSON.stringify(record.error));
+    assert.deepEqual(record.output, { done: true });
+    assert.equal(resolver.failed, 2);
+    assert.equal(h.executor.failures.filter((error) => isAdapterError(error) && error.kind === 'unavailable').length, 2);
+    resolver.arm();
+    resolver.failures = [new TypeError('resolver defect')];
+    const timed = yaml(`
+document: { dsl: '1.0.3', namespace: t, name: timed, version: '1.0.0' }
+do:
+  - delegate:
+      timeout: { after: { milliseconds: 1200 } }
+      run:
+        workflow: { namespace: t, name: quick, version: '1.0.0' }
+`);
+    const byTask = await runToEnd(h, timed, {}, 'defect', 10_000);
+    assert.equal(byTask.status, 'faulted');
+    assert.equal(byTask.error?.type, `${spec}timeout`);
+    assert.equal(byTask.error?.instance, '/do/0/delegate');
+    assert.ok(resolver.failed >= 2, `retried: ${resolver.failed}`);
+  } finally {
+    await h.close();
+  }
+});

@@ -121,7 +121,9 @@ export interface WorkflowExecutorOptions {
   secretOrigins?: ReadonlyMap<string, readonly string[]>;
   /**
    * The documents `run: workflow` may name beside an instance's own: those pinned by the bundle
-   * with this digest (the deployment's bundles). Without it a document runs only itself.
+   * with this digest (the deployment's bundles). Without it a document runs only itself. Throwing
+   * an AdapterError of a definite kind while a task looks its child up faults that task (the DSL
+   * error of its kind); `unavailable`, or any other exception, has the parent driven again.
    */
   workflows?: (bundleDigest: string, ref: SubworkflowRef) => JsonValue | undefined;
 }

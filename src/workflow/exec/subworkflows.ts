@@ -27,6 +27,9 @@
  *   DSL error of its kind at the task (adapterErrorProblems: "Child workflow refused"), recorded as
  *   the call's answer, catchable. An unavailable store is thrown: the parent is driven again, its
  *   task's or its workflow's timeout still ending the wait.
+ * - The workflows resolver failing before the child is bound: a definite AdapterError is the DSL
+ *   error of its kind at the task ("Child workflow not resolved"), the task's fault recorded; an
+ *   unavailable one or any other exception is thrown and retried as an unavailable store is.
  * - Abandoned children: when the task awaiting a child stops waiting without its answer — its own
  *   timeout or an enclosing task's fired, or it was in a competing fork's losing branch — the
  *   child is no longer awaited, and its parent (which owns it) cancels it, then records what
@@ -54,7 +57,7 @@ import { AdapterError, AssertionFailure } from '../../contract/errors.js';
 import { limits } from '../../contract/limits.js';
 import { valueAt } from '../../contract/bundle.js';
 import { stageInvocationKey, workflowInstanceId } from '../ids.js';
-import { isObject, subworkflowRefOf } from './document.js';
+import { isObject, subworkflowRefOf, type SubworkflowRef } from './document.js';
 import { WorkflowRaise, adapterErrorProblems, raise } from './dsl-errors.js';
 import type { SubworkflowDisposed, SubworkflowDisposition, WorkflowCancelledBeforeStart } from './events.js';
 import { Halted } from './journal.js';
@@ -74,7 +77,7 @@ export async function runSubworkflow(interpreter: Interpreter, run: TaskRun): Pr
   const target = subworkflowRefOf(run.entry.task);
   const host = interpreter.deps.subworkflows;
   if (!target || !host) throw raise('configuration', 400, 'No workflow runtime', ref, 'this executor cannot run child workflows');
-  const document = host.resolve(interpreter.record, target);
+  const document = resolveChild(host, interpreter.record, target, ref);
   if (document === undefined)
     throw raise('configuration', 400, 'Unknown workflow', ref, `the workflow ${target.namespace}/${target.name} is not pinned beside this one`);
   const depth = (interpreter.record.started.parent?.depth ?? 0) + 1;
@@ -106,6 +109,26 @@ export async function runSubworkflow(interpreter: Interpreter, run: TaskRun): Pr
   const awaited = spec.await !== false;
   const answer = await interpreter.step(`${run.at}>run`, run.frame, 'call', () => startAndWait(interpreter, run, host, request, child.instanceId, awaited));
   return awaited ? answer : run.input;
+}
+
+/**
+ * The child's document, as the host's workflows resolve it. A resolver's definite refusal (an
+ * AdapterError of any kind but unavailable: the look-up would meet it again) is the DSL error of
+ * its kind at the task (adapterErrorProblems), as a refused start is: nothing is bound yet, so the
+ * task's fault is what is recorded, and a try catches it. An unavailable resolver, or one that
+ * fails otherwise, is thrown: the parent is driven again, its task's or workflow's timeout still
+ * ending the wait.
+ */
+function resolveChild(host: SubworkflowHost, record: WorkflowRecord, target: SubworkflowRef, ref: string): JsonValue | undefined {
+  try {
+    return host.resolve(record, target);
+  } catch (error) {
+    if (!(error instanceof AdapterError) || error.kind === 'unavailable') throw error;
+    const { type, status } = adapterErrorProblems[error.kind];
+    const workflow = `${target.namespace}/${target.name}@${target.version ?? 'latest'}`;
+    const detail = `the workflow ${workflow} could not be resolved (${error.kind}): ${error.description ?? error.message}`;
+    throw new WorkflowRaise({ type, status, title: 'Child workflow not resolved', detail: cutText(detail, 4000), instance: ref });
+  }
 }
 
 /** Records the child's key and id (with the call's start) before it is started: one transition. */
