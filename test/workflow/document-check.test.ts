@@ -274,3 +274,61 @@ do:
   }
   assert.equal(checkDocument(retrying('again', `use: { retries: { again: { limit: { attempt: { count: 2 } } } } }`)), 'retrying');
 });
+
+test("a retry policy the DSL's schema refuses (an unknown key, a backoff not exactly one of constant, linear, exponential, a when that is no string, a jitter without both ends) is refused naming its pointer before anything runs, inline and in use.retries, as the schema refuses it", async () => {
+  const retrying = (retry: string, use = '') =>
+    yaml(`
+document: { dsl: '1.0.3', namespace: t, name: retrying, version: '1.0.0' }
+${use}
+do:
+  - attempt:
+      try:
+        - fail: { raise: { error: { type: 'https://e.example/x', status: 503 } } }
+      catch:
+        retry: ${retry}
+`);
+  const cases: [string, string, RegExp][] = [
+    // A misspelt limit was no limit at all: the try retried for good.
+    ['{ limits: { attempt: { count: 3 } } }', '/limits', /not a key of a retry policy/],
+    ['{ delay: PT1S, Backoff: { linear: {} } }', '/Backoff', /not a key of a retry policy/],
+    ['{ backoff: 3 }', '/backoff', /exactly one of constant, linear, exponential/],
+    ['{ backoff: null }', '/backoff', /exactly one of/],
+    ['{ backoff: {} }', '/backoff', /exactly one of/],
+    ['{ backoff: { constant: {}, linear: {} } }', '/backoff', /exactly one of/],
+    ['{ backoff: { linear: {}, exponential: {} } }', '/backoff', /exactly one of/],
+    ['{ backoff: { exponential: {}, factor: 2 } }', '/backoff/factor', /not a key of a backoff/],
+    ['{ backoff: { Exponential: {} } }', '/backoff/Exponential', /not a key of a backoff/],
+    ['{ backoff: { constant: 1 } }', '/backoff/constant', /an object/],
+    ['{ backoff: { linear: true } }', '/backoff/linear', /an object/],
+    ['{ backoff: { exponential: null } }', '/backoff/exponential', /an object/],
+    ['{ backoff: { exponential: [] } }', '/backoff/exponential', /an object/],
+    ['{ when: true }', '/when', /a runtime expression/],
+    ['{ when: null }', '/when', /a runtime expression/],
+    ['{ exceptWhen: 1 }', '/exceptWhen', /a runtime expression/],
+    ['{ delay: 5 }', '/delay', /not a duration/],
+    ['{ delay: null }', '/delay', /not a duration/],
+    ['{ jitter: { from: PT1S } }', '/jitter/to', /both/],
+    ['{ jitter: { to: PT1S } }', '/jitter/from', /both/],
+    ['{ jitter: {} }', '/jitter/from', /both/],
+    ['{ jitter: { from: PT0S, to: PT1S, max: PT2S } }', '/jitter/max', /not a key of a jitter/],
+    ['{ jitter: [] }', '/jitter', /from, to/],
+  ];
+  for (const [policy, at, says] of cases) {
+    refused(() => checkDocument(retrying(policy)), 'invalid-input', `/do/0/attempt/catch/retry${at}`, says);
+    refused(() => checkDocument(retrying('again', `use: { retries: { again: ${policy} } }`)), 'invalid-input', `/use/retries/again${at}`, says);
+    await assert.rejects(validateDslDocument(retrying(policy) as JsonObject, ''), policy);
+  }
+  // What the schema accepts is accepted: each backoff alone, whatever its object holds; a when with or without `${ }`.
+  for (const policy of [
+    '{}',
+    '{ backoff: { constant: {} } }',
+    '{ backoff: { linear: { anything: 1 } } }',
+    '{ delay: PT1S, backoff: { exponential: {} }, limit: { attempt: { count: 3 }, duration: PT1M }, jitter: { from: PT0S, to: { seconds: 1 } } }',
+    "{ when: '${ .status == 503 }', exceptWhen: '.status == 400' }",
+    '{ jitter: { from: PT2S, to: PT1S } }',
+  ]) {
+    assert.equal(checkDocument(retrying(policy)), 'retrying', policy);
+    assert.equal(checkDocument(retrying('again', `use: { retries: { again: ${policy} } }`)), 'retrying', policy);
+    await validateDslDocument(retrying(policy) as JsonObject, '');
+  }
+});

@@ -317,14 +317,48 @@ function checkWhens(holder: JsonObject, pointer: string): void {
   }
 }
 
+/**
+ * A retry policy as the DSL 1.0.3 schema's retryPolicy has it, and nothing else: the interpreter
+ * reads what it finds and ignores the rest, so a misspelt key (`limits`) was no limit (the try
+ * retried for good), a when that was no string no condition, and a backoff holding two kinds the
+ * first it looked for. Each is refused here instead.
+ */
 function checkRetry(policy: JsonValue, pointer: string): void {
   if (!isObject(policy)) throw invalidInput(`${pointer}: a retry policy is an object`);
+  onlyKeys(policy, ['when', 'exceptWhen', 'delay', 'backoff', 'limit', 'jitter'], pointer, 'a retry policy');
+  for (const field of ['when', 'exceptWhen']) {
+    const expression = ownMember(policy, field);
+    if (expression !== undefined && typeof expression !== 'string')
+      throw invalidInput(`${pointer}/${field}: a runtime expression (a string), got ${JSON.stringify(expression)}`);
+  }
   checkWhens(policy, pointer);
   if (policy.delay !== undefined) checkDuration(policy.delay, `${pointer}/delay`);
+  if (policy.backoff !== undefined) checkBackoff(policy.backoff, `${pointer}/backoff`);
   if (policy.limit !== undefined) checkRetryLimit(policy.limit, `${pointer}/limit`);
-  const jitter = policy.jitter;
-  if (jitter !== undefined && !isObject(jitter)) throw invalidInput(`${pointer}/jitter: a jitter is {from, to}`);
-  for (const end of ['from', 'to']) if (isObject(jitter) && jitter[end] !== undefined) checkDuration(jitter[end], `${pointer}/jitter/${end}`);
+  if (policy.jitter !== undefined) checkJitter(policy.jitter, `${pointer}/jitter`);
+}
+
+const backoffKinds = ['constant', 'linear', 'exponential'] as const;
+
+/** A backoff is exactly one of constant, linear, exponential, its value an object (the schema says no more of what it holds). */
+function checkBackoff(backoff: JsonValue, pointer: string): void {
+  const exactlyOne = `a backoff is exactly one of ${backoffKinds.join(', ')}, each an object`;
+  if (!isObject(backoff)) throw invalidInput(`${pointer}: ${exactlyOne}, got ${JSON.stringify(backoff)}`);
+  onlyKeys(backoff, backoffKinds, pointer, 'a backoff');
+  const kinds = Object.keys(backoff);
+  if (kinds.length !== 1) throw invalidInput(`${pointer}: ${exactlyOne}, got ${kinds.length === 0 ? 'none' : kinds.join(' and ')}`);
+  const kind = kinds[0] as string;
+  if (!isObject(backoff[kind])) throw invalidInput(`${pointer}/${kind}: a ${kind} backoff is an object, got ${JSON.stringify(backoff[kind])}`);
+}
+
+/** A jitter is {from, to}, both durations and nothing else. */
+function checkJitter(jitter: JsonValue, pointer: string): void {
+  if (!isObject(jitter)) throw invalidInput(`${pointer}: a jitter is {from, to}`);
+  onlyKeys(jitter, ['from', 'to'], pointer, 'a jitter');
+  for (const end of ['from', 'to']) {
+    if (jitter[end] === undefined) throw invalidInput(`${pointer}/${end}: a jitter has both ends, from and to`);
+    checkDuration(jitter[end], `${pointer}/${end}`);
+  }
 }
 
 /**
@@ -335,12 +369,12 @@ function checkRetry(policy: JsonValue, pointer: string): void {
  */
 function checkRetryLimit(limit: JsonValue, pointer: string): void {
   if (!isObject(limit)) throw invalidInput(`${pointer}: a retry limit is {attempt: {count}, duration}`);
-  onlyKeys(limit, ['attempt', 'duration'], pointer);
+  onlyKeys(limit, ['attempt', 'duration'], pointer, 'a retry limit');
   if (limit.duration !== undefined) checkDuration(limit.duration, `${pointer}/duration`);
   const attempt = limit.attempt;
   if (attempt === undefined) return;
   if (!isObject(attempt)) throw invalidInput(`${pointer}/attempt: a retry limit's attempt is {count}`);
-  onlyKeys(attempt, ['count', 'duration'], `${pointer}/attempt`);
+  onlyKeys(attempt, ['count', 'duration'], `${pointer}/attempt`, "a retry limit's attempt");
   if (attempt.count !== undefined && !(typeof attempt.count === 'number' && Number.isInteger(attempt.count)))
     throw invalidInput(`${pointer}/attempt/count: the most retries is an integer, got ${JSON.stringify(attempt.count)}`);
   if (attempt.duration === undefined) return;
@@ -349,9 +383,9 @@ function checkRetryLimit(limit: JsonValue, pointer: string): void {
   throw unsupported(`${pointer}/attempt/duration: not supported by this executor (limit.duration bounds the retries, limit.attempt.count their number)`);
 }
 
-function onlyKeys(holder: JsonObject, known: readonly string[], pointer: string): void {
+function onlyKeys(holder: JsonObject, known: readonly string[], pointer: string, what: string): void {
   for (const key of Object.keys(holder))
-    if (!known.includes(key)) throw invalidInput(`${pointer}/${escapePointer(key)}: not a key of a retry limit (${known.join(', ')})`);
+    if (!known.includes(key)) throw invalidInput(`${pointer}/${escapePointer(key)}: not a key of ${what} (${known.join(', ')})`);
 }
 
 /** The DSL's ISO 8601 durations with years, months or weeks: lengths that depend on the calendar (or, for weeks, not read here). */
