@@ -332,3 +332,36 @@ do:
     await validateDslDocument(retrying(policy) as JsonObject, '');
   }
 });
+
+test("a catch the DSL's schema refuses (an unknown key, a when, exceptWhen or as that is no string, errors that are no object) is refused naming its pointer before anything runs, as the schema refuses it", async () => {
+  const catching = (catchPart: string) =>
+    yaml(`
+document: { dsl: '1.0.3', namespace: t, name: catching, version: '1.0.0' }
+do:
+  - attempt:
+      try:
+        - fail: { raise: { error: { type: 'https://e.example/x', status: 503 } } }
+      catch: ${catchPart}
+`);
+  const cases: [string, string, RegExp][] = [
+    // Each was ignored, so the catch took every error.
+    ['{ whne: .status == 503 }', '/whne', /not a key of a catch/],
+    ['{ when: true }', '/when', /a runtime expression/],
+    ['{ exceptWhen: 1 }', '/exceptWhen', /a runtime expression/],
+    ['{ as: 3 }', '/as', /a name \(a string\)/],
+    ['{ errors: 3 }', '/errors', /an object/],
+    ['{ errors: { with: 3 } }', '/errors/with', /an object/],
+    ['3', '', /a catch is an object/],
+  ];
+  for (const [part, at, says] of cases) {
+    refused(() => checkDocument(catching(part)), 'invalid-input', `/do/0/attempt/catch${at}`, says);
+    await assert.rejects(validateDslDocument(catching(part) as JsonObject, ''), part);
+  }
+  for (const part of [
+    '{}',
+    "{ errors: { with: { status: 503 } }, as: failure, when: '${ .status == 503 }', exceptWhen: '.status == 400', do: [ { ok: { set: { ok: true } } } ] }",
+  ]) {
+    assert.equal(checkDocument(catching(part)), 'catching', part);
+    await validateDslDocument(catching(part) as JsonObject, '');
+  }
+});

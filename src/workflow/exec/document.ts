@@ -253,7 +253,7 @@ function checkTask({ task, pointer }: TaskEntry, checking: Checking): void {
       return checkList(task.fork.branches ?? [], `${pointer}/fork/branches`, checking);
     case 'try':
       checkList(task.try, `${pointer}/try`, checking);
-      if (isObject(task.catch)) checkWhens(task.catch, `${pointer}/catch`);
+      checkCatch(task.catch, `${pointer}/catch`);
       if (isObject(task.catch) && task.catch.do !== undefined) checkList(task.catch.do, `${pointer}/catch/do`, checking);
       return;
     case 'switch':
@@ -318,6 +318,33 @@ function checkWhens(holder: JsonObject, pointer: string): void {
 }
 
 /**
+ * A catch as the DSL 1.0.3 schema's TryTaskCatch has it, and nothing else: the interpreter ignored
+ * a misspelt key, a when or exceptWhen that was no string and errors that were no {with}, so such a
+ * catch took every error. Its retry and do are checked where they are read.
+ */
+function checkCatch(value: JsonValue | undefined, pointer: string): void {
+  if (!isObject(value)) throw invalidInput(`${pointer}: a catch is an object`);
+  onlyKeys(value, ['errors', 'as', 'when', 'exceptWhen', 'retry', 'do'], pointer, 'a catch');
+  checkExpressionFields(value, pointer);
+  const as = ownMember(value, 'as');
+  if (as !== undefined && typeof as !== 'string') throw invalidInput(`${pointer}/as: a name (a string), got ${JSON.stringify(as)}`);
+  const errors = ownMember(value, 'errors');
+  if (errors !== undefined && !isObject(errors)) throw invalidInput(`${pointer}/errors: an object ({with: filter})`);
+  const filter = isObject(errors) ? ownMember(errors, 'with') : undefined;
+  if (filter !== undefined && !isObject(filter)) throw invalidInput(`${pointer}/errors/with: an object (the error's fields to match)`);
+}
+
+/** `when` and `exceptWhen`, where present, are runtime expressions (strings), checked as every expression. */
+function checkExpressionFields(holder: JsonObject, pointer: string): void {
+  for (const field of ['when', 'exceptWhen']) {
+    const expression = ownMember(holder, field);
+    if (expression !== undefined && typeof expression !== 'string')
+      throw invalidInput(`${pointer}/${field}: a runtime expression (a string), got ${JSON.stringify(expression)}`);
+  }
+  checkWhens(holder, pointer);
+}
+
+/**
  * A retry policy as the DSL 1.0.3 schema's retryPolicy has it, and nothing else: the interpreter
  * reads what it finds and ignores the rest, so a misspelt key (`limits`) was no limit (the try
  * retried for good), a when that was no string no condition, and a backoff holding two kinds the
@@ -326,12 +353,7 @@ function checkWhens(holder: JsonObject, pointer: string): void {
 function checkRetry(policy: JsonValue, pointer: string): void {
   if (!isObject(policy)) throw invalidInput(`${pointer}: a retry policy is an object`);
   onlyKeys(policy, ['when', 'exceptWhen', 'delay', 'backoff', 'limit', 'jitter'], pointer, 'a retry policy');
-  for (const field of ['when', 'exceptWhen']) {
-    const expression = ownMember(policy, field);
-    if (expression !== undefined && typeof expression !== 'string')
-      throw invalidInput(`${pointer}/${field}: a runtime expression (a string), got ${JSON.stringify(expression)}`);
-  }
-  checkWhens(policy, pointer);
+  checkExpressionFields(policy, pointer);
   if (policy.delay !== undefined) checkDuration(policy.delay, `${pointer}/delay`);
   if (policy.backoff !== undefined) checkBackoff(policy.backoff, `${pointer}/backoff`);
   if (policy.limit !== undefined) checkRetryLimit(policy.limit, `${pointer}/limit`);
