@@ -170,6 +170,7 @@ class StrictParser {
     private readonly text: string,
     private readonly what: string,
     private readonly depthMax: number,
+    private readonly levels = 0,
   ) {}
 
   parseDocument(): JsonValue {
@@ -256,11 +257,21 @@ class StrictParser {
 
   private open(isArray: boolean): typeof opened {
     if (this.stack.length >= this.depthMax) {
-      this.fail(`nesting deeper than ${this.depthMax}`, this.pos);
+      this.fail(this.tooDeep(), this.pos);
     }
     this.stack.push({ container: isArray ? [] : {}, isArray, key: undefined });
     this.pos++;
     return opened;
+  }
+
+  /**
+   * What a container past depthMax is refused for: a document read to the depth of the values it
+   * holds `levels` below its root names the value the container is in and the depth values are held to.
+   */
+  private tooDeep(): string {
+    if (this.levels === 0) return `nesting deeper than ${this.depthMax}`;
+    const holder = jsonPointer(this.stack.slice(0, this.levels).map((frame) => frame.key as string | number));
+    return `the value at ${describePointer(holder)} nests deeper than ${this.depthMax - this.levels}`;
   }
 
   private readLiteral<T extends boolean | null>(word: string, value: T): T {
@@ -457,6 +468,22 @@ const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
  * is limits.jsonDepthMax but for a reader of a message that nests values held to it (a command's reply).
  */
 export function parseStrictBytes(data: Uint8Array, what = 'input', depthMax: number = limits.jsonDepthMax): JsonValue {
+  return new StrictParser(decodeStrict(data, what), what, depthMax).parseDocument();
+}
+
+/**
+ * A request body whose values (an invocation's or a workflow start's input) sit `levels` below its
+ * root: parsed as parseStrictBytes does, to limits.jsonDepthMax + `levels`, so that a value as deep
+ * as admission takes is read; one deeper is refused naming the value it is in and the depth values
+ * are held to (`the value at /input nests deeper than 64`), not the body's own bound. Whoever takes
+ * the value still holds it to limits.jsonDepthMax (admission, a workflow start): a body member other
+ * than the value, as deep, is refused there.
+ */
+export function parseStrictBody(data: Uint8Array, what: string, levels: number): JsonValue {
+  return new StrictParser(decodeStrict(data, what), what, limits.jsonDepthMax + levels, levels).parseDocument();
+}
+
+function decodeStrict(data: Uint8Array, what: string): string {
   if (data[0] === 0xef && data[1] === 0xbb && data[2] === 0xbf) {
     throw invalidInput(`${what}: byte order mark at root (offset 0)`);
   }
@@ -466,5 +493,5 @@ export function parseStrictBytes(data: Uint8Array, what = 'input', depthMax: num
   } catch (cause) {
     throw invalidInput(`${what}: not valid UTF-8`, cause);
   }
-  return parseStrict(text, what, depthMax);
+  return text;
 }

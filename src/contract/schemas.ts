@@ -236,6 +236,14 @@ export const invocationRequestSchema = {
   },
 } as const;
 
+/**
+ * The levels an invocation request body adds above its input: `input` is a member of the body's root
+ * object. Admission takes an input limits.jsonDepthMax deep, so the HTTP facade and the invoke
+ * command read the body to that plus these (ijson.ts parseStrictBody); admission still holds the
+ * input, and refuses every other member as deep, to limits.jsonDepthMax.
+ */
+export const invocationRequestLevels = 1;
+
 export const adapterErrorSchema = {
   $id: 'https://convoke.dev/schemas/adapter-error.json',
   type: 'object',

@@ -29,10 +29,10 @@ import type { Counter, Registry } from 'prom-client';
 import { registryCounter } from '../runtime/metrics.js';
 import type { BundleRegistry } from '../contract/bundle.js';
 import { AdapterError, AssertionFailure, invalidInput, unavailable, type AdapterErrorBody } from '../contract/errors.js';
-import { parseStrictBytes } from '../contract/ijson.js';
+import { parseStrictBody } from '../contract/ijson.js';
 import { tokenPattern } from '../contract/ids.js';
 import { limits } from '../contract/limits.js';
-import { adapterErrorSchema, invocationRequestSchema, invocationResultSchema } from '../contract/schemas.js';
+import { adapterErrorSchema, invocationRequestLevels, invocationRequestSchema, invocationResultSchema } from '../contract/schemas.js';
 import type { InvocationRequest, WaitFor } from '../contract/types.js';
 import { describeErrors } from '../contract/validation.js';
 import type { InvocationResult } from '../projections/views.js';
@@ -175,9 +175,12 @@ const validators: Record<CommandVerb, ValidateFunction> = {
 const validateReply = commandAjv.compile(commandReplySchema);
 const validateListReply = commandAjv.compile(listReplySchema);
 
+/** The levels each command's body adds above the value it carries (none but invoke's input). */
+const bodyLevels: Record<CommandVerb, number> = { invoke: invocationRequestLevels, get: 0, cancel: 0, list: 0 };
+
 function checkBody<T>(verb: CommandVerb, data: Uint8Array, bodyLimitBytes: number): T {
   if (data.byteLength > bodyLimitBytes) throw new CommandBodyTooLarge(bodyLimitBytes);
-  const value = parseStrictBytes(data, `${verb} command body`);
+  const value = parseStrictBody(data, `${verb} command body`, bodyLevels[verb]);
   const validate = validators[verb];
   if (!validate(value)) throw invalidInput(`${verb} command body: ${describeErrors(validate.errors)}`);
   return value as T;

@@ -16,7 +16,7 @@
  */
 import { Ajv, type ValidateFunction } from 'ajv';
 import { invalidInput, type AdapterErrorBody } from '../contract/errors.js';
-import { parseStrictBytes } from '../contract/ijson.js';
+import { parseStrictBody } from '../contract/ijson.js';
 import { limits } from '../contract/limits.js';
 import { adapterErrorSchema } from '../contract/schemas.js';
 import { describeErrors } from '../contract/validation.js';
@@ -25,6 +25,7 @@ import { parseWorkflowListParameters, type WorkflowListPage } from '../runtime/w
 import { requestCommand } from './request.js';
 import {
   workflowInstanceSchema,
+  workflowStartRequestLevels,
   workflowStartRequestSchema,
   type WorkflowInstance,
   type WorkflowInstanceService,
@@ -123,8 +124,16 @@ const validateListReply = ajv.compile({
 
 export const isWorkflowCommandVerb = (verb: string): verb is WorkflowCommandVerb => (workflowCommandVerbs as readonly string[]).includes(verb);
 
+/** The levels each command's body adds above the value it carries (none but a start's input). */
+const bodyLevels: Record<WorkflowCommandVerb, number> = {
+  'workflow-start': workflowStartRequestLevels,
+  'workflow-get': 0,
+  'workflow-cancel': 0,
+  'workflow-list': 0,
+};
+
 function checkBody<T>(verb: WorkflowCommandVerb, data: Uint8Array): T {
-  const value = parseStrictBytes(data, `${verb} command body`);
+  const value = parseStrictBody(data, `${verb} command body`, bodyLevels[verb]);
   const validate = validators[verb];
   if (!validate(value)) throw invalidInput(`${verb} command body: ${describeErrors(validate.errors)}`);
   return value as T;

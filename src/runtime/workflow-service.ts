@@ -303,6 +303,14 @@ export const workflowStartRequestSchema = {
   },
 } as const;
 
+/**
+ * The levels a workflow start body adds above its input (a member of the body's root object): the
+ * HTTP facade and the workflow-start command read the body to limits.jsonDepthMax plus these
+ * (ijson.ts parseStrictBody), so an input as deep as a contract invocation's is read; the start
+ * still holds the input to limits.jsonDepthMax (the executor's asLogged).
+ */
+export const workflowStartRequestLevels = 1;
+
 export const workflowInstanceIdSchema = instanceIdSchema;
 
 const errorShape = {

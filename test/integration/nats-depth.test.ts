@@ -5,7 +5,9 @@
  * result as deep is read by the coordinator inside the result message, and one level more is
  * refused by the peer that would send it (onUndeliverable, naming the depth), never sent to be
  * dropped unread; an invoke reply nesting such a result deepest (a collected output's outcome, five
- * levels below the reply's root) is read by the command client.
+ * levels below the reply's root) is read by the command client; an invoke command's body takes an
+ * input as deep as admission does, one level below its root, and one level more is refused naming
+ * the value and the depth an input is held to.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -170,6 +172,53 @@ describe('command replies at the depth limit over NATS', { timeout: 60_000 }, ()
       assert.ok('result' in reply && !('omitted' in reply), JSON.stringify(reply).slice(0, 400));
       assert.deepEqual(reply.result.branches[0]?.result, deepest);
       assert.deepEqual(reply.result.output, { outcomes: [{ branchId: 'alfa', peerId: 'alfa', status: 'success', result: deepest }] });
+    } finally {
+      await commands.close();
+      await client.close();
+      await clientNc.close();
+      await close();
+    }
+  });
+});
+
+describe('command bodies at the depth limit over NATS', { timeout: 60_000 }, () => {
+  const nats = natsTransportForSuite({ jetstream: false });
+
+  it('an invoke command takes an input as deep as admission does, its body one level deeper; one level more is refused naming the depth an input is held to', async () => {
+    const seen: JsonValue[] = [];
+    const { coordinator, bundle, bundles, transport, close } = await deploymentOn(nats.server, (input) => (seen.push(input), { verdict: 'approve' }));
+    const commands = await startCommandServer({ transport, coordinator, bundles, waitMsMax: 10_000, bodyLimitBytes: 64 * 1024 });
+    const clientNc = await connect({ servers: nats.server.url });
+    const client = new NatsTransport(clientNc, { identity: 'client' });
+    const invoke = (invocationKey: string, input: JsonValue) =>
+      sendCommand(
+        client,
+        'svc-a',
+        'invoke',
+        { contract: bundle.ref, interaction: 'review', invocationKey, input, waitFor: 'decision', waitMs: 10_000 },
+        15_000,
+      );
+    try {
+      const deepest = inputOf(limits.jsonDepthMax);
+      const reply = await invoke('deepest-command-input', deepest);
+      assert.ok('result' in reply, JSON.stringify(reply).slice(0, 400));
+      assert.equal(reply.result.decision?.outcome, 'success', JSON.stringify(reply.result.decision));
+      assert.deepEqual(seen, [deepest]);
+      const refused = await invoke('too-deep-command-input', inputOf(limits.jsonDepthMax + 1));
+      assert.ok('error' in refused, JSON.stringify(refused).slice(0, 400));
+      assert.deepEqual([refused.status, refused.error.kind], [400, 'invalid-input']);
+      assert.match(refused.error.description ?? '', /the value at \/input nests deeper than 64 at \/input\/document\/0/);
+      // A member the body carries beside its input is no value: as deep, it is refused, never taken.
+      const beside = await sendCommand(
+        client,
+        'svc-a',
+        'invoke',
+        { contract: bundle.ref, interaction: 'review', invocationKey: 'deep-manifest', input: {}, manifest: nestedLevels(limits.jsonDepthMax) },
+        15_000,
+      );
+      assert.ok('error' in beside, JSON.stringify(beside).slice(0, 400));
+      assert.deepEqual([beside.status, beside.error.kind], [403, 'denied'], JSON.stringify(beside).slice(0, 400));
+      assert.deepEqual(seen, [deepest], 'nothing else reached the peer');
     } finally {
       await commands.close();
       await client.close();

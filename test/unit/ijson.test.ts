@@ -4,7 +4,7 @@ import { runInNewContext } from 'node:vm';
 import { test } from 'node:test';
 import fc from 'fast-check';
 import { isAdapterError } from '../../src/contract/errors.js';
-import { asLogged, hasLoneSurrogate, isAmbiguousInteger, parseStrict, parseStrictBytes } from '../../src/contract/ijson.js';
+import { asLogged, hasLoneSurrogate, isAmbiguousInteger, parseStrict, parseStrictBody, parseStrictBytes } from '../../src/contract/ijson.js';
 import type { JsonValue } from '../../src/contract/json.js';
 import { limits } from '../../src/contract/limits.js';
 import { assertInvalid } from '../support/assertions.js';
@@ -87,6 +87,18 @@ test(`nesting deeper than limits.jsonDepthMax (${limits.jsonDepthMax}) fails`, (
   assertInvalid(() => parseStrict(tooDeep), `nesting deeper than ${depth}`, `at ${'/0'.repeat(depth)} (offset ${depth})`);
   const objects = '{"k":'.repeat(depth) + '{}' + '}'.repeat(depth);
   assertInvalid(() => parseStrict(objects), `nesting deeper than ${depth}`, `(offset ${5 * depth})`);
+});
+
+test('a body read to the depth of the values it holds one level down takes a value at the limit; one deeper is refused naming the value and the limit', () => {
+  const depth = limits.jsonDepthMax;
+  const body = (levels: number) => Buffer.from(`{"input":${'['.repeat(levels)}${']'.repeat(levels)}}`, 'utf8');
+  assert.deepEqual(Object.keys(parseStrictBody(body(depth), 'request body', 1) as object), ['input']);
+  assertInvalid(
+    () => parseStrictBody(body(depth + 1), 'request body', 1),
+    `request body: the value at /input nests deeper than ${depth} at /input${'/0'.repeat(depth)} (offset ${9 + depth})`,
+  );
+  // Read as any other document, the body's own levels count against the limit.
+  assertInvalid(() => parseStrictBytes(body(depth), 'request body'), `request body: nesting deeper than ${depth}`);
 });
 
 test('syntax errors fail with the pointer and offset of the offending character', () => {

@@ -5,12 +5,15 @@
  * instance, a different input is 409, another principal gets 404, cancel is 422 where the bundle
  * does not declare caller cancellation and ends the instance where it does; the instance rebuilt
  * from the stored log agrees with what the command answered; a start past the principal's bound of
- * running instances is answered 503 unavailable; an instance whose output is the deepest input a
- * start takes is read back, its reply nesting it below the reply's own levels.
+ * running instances is answered 503 unavailable; a start takes an input as deep as admission does
+ * (its body one level deeper), one level more refused naming the depth, and the instance whose
+ * output it is is read back, its reply nesting it below the reply's own levels; `convoke workflow
+ * start` and `convoke invoke` send an --input that deep and refuse one deeper themselves.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { JsonObject } from '../../src/contract/json.js';
+import { limits } from '../../src/contract/limits.js';
 import type { Stored } from '../../src/kernel/types.js';
 import { sendWorkflowCommand, sendWorkflowList, type WorkflowCommandVerb, type WorkflowReply } from '../../src/nats-api/workflow-commands.js';
 import type { WorkflowInstance } from '../../src/runtime/workflow-service.js';
@@ -45,6 +48,10 @@ function bundle(): JsonObject {
     echo: { document: { dsl: '1.0.3', namespace: 'e2e', name: 'echo', version: '1.0.0' }, do: [{ same: { set: '${ . }' } }] },
   };
   b.workflowCancellation = { slow: 'caller' };
+  // `deep`: takes any document, as deep as an input may be.
+  const interactions = b.interactions as JsonObject;
+  const allok = interactions.allok as JsonObject;
+  interactions.deep = { ...allok, input: { ...(allok.input as JsonObject), properties: { document: {} } } };
   return b;
 }
 
@@ -54,7 +61,7 @@ const deployment = deploymentForSuite(
     store: 'sqlite',
     bundle: bundle(),
     groups: { reviewers: ['alfa'] },
-    peers: { alfa: { interactions: { allok: { result: { verdict: 'approve' } } } } },
+    peers: { alfa: { interactions: { allok: { result: { verdict: 'approve' } }, deep: { result: { verdict: 'approve' } } } } },
     commandClients: ['billing', 'shipping'],
     // Each principal's bound of running instances: billing never holds more than two at once here.
     workflows: { runningInstancesPerPrincipal: 3 },
@@ -266,14 +273,67 @@ test("workflow-start past the principal's bound of running instances (workflows.
   for (const id of ids.slice(1)) await send('shipping', 'workflow-cancel', { instanceId: id });
 });
 
-test('an instance whose output is the deepest input a start takes is read back over NATS: the reply nests it two levels further, and the client reads it', async () => {
-  // The start's body nests its input one level: 63 levels of input is the deepest the server parses.
+/** An input `levels` deep: objects in objects, the innermost empty (`{}` is 1 level). */
+function inputOfLevels(levels: number): JsonObject {
   let input: JsonObject = {};
-  for (let depth = 1; depth < 63; depth++) input = { a: input };
+  for (let depth = 1; depth < levels; depth++) input = { a: input };
+  return input;
+}
+
+test('a start takes an input as deep as a contract invocation does (its body one level deeper), and the reply nesting it as output is read back; one level more is refused naming the depth', async () => {
+  const input = inputOfLevels(limits.jsonDepthMax);
   const reply = await start('billing', 'echo', 'deepest-input', input, 5_000);
   const instance = instanceOf(reply);
   assert.equal(instance.status, 'completed', JSON.stringify(instance.error));
   assert.deepEqual(instance.output, input);
   const again = instanceOf(await send('billing', 'workflow-get', { instanceId: instance.instanceId }));
   assert.deepEqual(again.output, input);
+  const refused = await start('billing', 'echo', 'too-deep-input', inputOfLevels(limits.jsonDepthMax + 1), 5_000);
+  assert.ok('error' in refused, JSON.stringify(refused).slice(0, 400));
+  assert.deepEqual([refused.status, refused.error.kind], [400, 'invalid-input']);
+  assert.match(refused.error.description ?? '', /the value at \/input nests deeper than 64 at \/input\/a\//);
+});
+
+test('convoke workflow start and convoke invoke take an --input as deep as admission does; one level more is refused before anything is sent, naming the depth', async () => {
+  const as = ['--nats', deployment.fixture.url, '--user', 'billing', '--password-env', passwordVariableOf('billing')];
+  const cli = async (args: string[]) => {
+    const child = spawnCli(args, deployment.fixture.env());
+    const { code } = await child.exited;
+    return { code, output: child.output() };
+  };
+  const bundleFile = join(deployment.fixture.dir, 'bundle.json');
+  const input = inputOfLevels(limits.jsonDepthMax);
+  const startWith = (key: string, value: JsonObject) =>
+    cli(['workflow', 'start', bundleFile, ...as, '--workflow', 'echo', '--key', key, '--input', JSON.stringify(value), '--wait-ms', '20000', '--json']);
+  const started = await startWith('cli-deepest', input);
+  assert.equal(started.code, exitCodes.ok, started.output);
+  const instance = (JSON.parse(started.output.slice(started.output.indexOf('{'))) as { instance: WorkflowInstance }).instance;
+  assert.deepEqual([instance.status, instance.output], ['completed', input]);
+  const invokeWith = (key: string, document: JsonObject) =>
+    cli([
+      'invoke',
+      ...as,
+      '--contract',
+      bundleFile,
+      '--interaction',
+      'deep',
+      '--key',
+      key,
+      '--input',
+      JSON.stringify({ document }),
+      '--wait-ms',
+      '20000',
+      '--json',
+    ]);
+  // {document: …} is one level: the document is one less than the input.
+  const invoked = await invokeWith('cli-deepest', inputOfLevels(limits.jsonDepthMax - 1));
+  assert.equal(invoked.code, exitCodes.ok, invoked.output);
+  const result = (JSON.parse(invoked.output.slice(invoked.output.indexOf('{'))) as { result: { decision: { outcome: string } | null } }).result;
+  assert.equal(result.decision?.outcome, 'success');
+  const tooDeepStart = await startWith('cli-too-deep', inputOfLevels(limits.jsonDepthMax + 1));
+  assert.equal(tooDeepStart.code, exitCodes.invalidInput, tooDeepStart.output);
+  assert.match(tooDeepStart.output, /--input: nesting deeper than 64/);
+  const tooDeepInvoke = await invokeWith('cli-too-deep', inputOfLevels(limits.jsonDepthMax));
+  assert.equal(tooDeepInvoke.code, exitCodes.invalidInput, tooDeepInvoke.output);
+  assert.match(tooDeepInvoke.output, /--input: nesting deeper than 64/);
 });
