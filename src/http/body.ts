@@ -2,10 +2,11 @@
  * Request bodies: application/json only, read as raw bytes up to the configured limit and parsed
  * by the strict I-JSON parser. Fastify's default JSON.parse keeps the last of two duplicate keys;
  * two readers of one body could then disagree on the input behind one digest, so the default
- * parsers are removed and nothing else can reach a route.
+ * parsers are removed and nothing else can reach a route. A body is read to limits.jsonDepthMax
+ * plus the levels its route declares above the value it carries (BodyLevelsConfig).
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { parseStrictBytes } from '../contract/ijson.js';
+import { parseStrictBody } from '../contract/ijson.js';
 import { invalidInput } from '../contract/errors.js';
 import { UnsupportedMediaType } from './errors.js';
 
@@ -14,11 +15,24 @@ export function installStrictJsonBodies(app: FastifyInstance, bodyLimitBytes: nu
   app.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit: bodyLimitBytes }, (request, body, done) => {
     try {
       checkCharset(request);
-      done(null, parseStrictBytes(body as Buffer, 'request body'));
+      done(null, parseStrictBody(body as Buffer, 'request body', bodyLevelsOf(request)));
     } catch (error) {
       done(error as Error, undefined);
     }
   });
+}
+
+/**
+ * A route's `config.bodyLevels`: the levels its body adds above the value it carries (an invocation
+ * request's or a workflow start's input), so that the body is read to limits.jsonDepthMax plus
+ * these and an input as deep as admission takes is read; none for every other route's body.
+ */
+export interface BodyLevelsConfig {
+  bodyLevels?: number;
+}
+
+function bodyLevelsOf(request: FastifyRequest): number {
+  return (request.routeOptions.config as BodyLevelsConfig | undefined)?.bodyLevels ?? 0;
 }
 
 /** JSON is UTF-8 (RFC 8259 §8.1); a body declared in another charset would be decoded wrongly. */

@@ -15,7 +15,8 @@ import type { Caller, InvocationService } from '../runtime/service.js';
 import type { InvocationResult } from '../projections/views.js';
 import type { AuthenticateSession } from './auth.js';
 import type { Clock } from '../contract/clock.js';
-import { requireJsonContentType } from './body.js';
+import { requireJsonContentType, type BodyLevelsConfig } from './body.js';
+import { invocationRequestLevels } from '../contract/schemas.js';
 import { cancelInvocationSchema, getInvocationSchema, listInvocationsSchema, postInvocationSchema } from './schemas.js';
 import { parseListParameters } from '../runtime/operation-list.js';
 import { contractBoundary, effectiveBoundary, waitReleasable } from './wait.js';
@@ -87,7 +88,12 @@ export function registerInvocationRoutes(app: FastifyInstance, options: Invocati
 
   app.post(
     '/contract-invocations',
-    { schema: postInvocationSchema, onRequest: authenticate, preValidation: requireJsonContentType },
+    {
+      schema: postInvocationSchema,
+      config: { bodyLevels: invocationRequestLevels } satisfies BodyLevelsConfig,
+      onRequest: authenticate,
+      preValidation: requireJsonContentType,
+    },
     async (request, reply) => {
       const caller = callerOf(request);
       const body = request.body as InvocationRequest;

@@ -11,10 +11,10 @@
  */
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { WorkflowInstance, WorkflowInstanceService, WorkflowStartRequest } from '../runtime/workflow-service.js';
-import { workflowInstanceSchema, workflowStartRequestSchema } from '../runtime/workflow-service.js';
+import { workflowInstanceSchema, workflowStartRequestLevels, workflowStartRequestSchema } from '../runtime/workflow-service.js';
 import type { AuthenticateSession } from './auth.js';
 import type { Clock } from '../contract/clock.js';
-import { requireJsonContentType } from './body.js';
+import { requireJsonContentType, type BodyLevelsConfig } from './body.js';
 import { callerHooks } from './invocations.js';
 import { errorResponseSchemas, listQuerySchema, waitMsParameter, waitQuerySchema } from './schemas.js';
 import { parseWorkflowListParameters } from '../runtime/workflow-list.js';
@@ -74,12 +74,17 @@ export function registerWorkflowInstanceRoutes(app: FastifyInstance, options: Wo
     return answer(reply, current);
   };
 
-  app.post('/workflow-instances', { schema: startSchema, onRequest: authenticate, preValidation: requireJsonContentType }, async (request, reply) => {
-    const principalId = callerOf(request).principalId;
-    const { waitMs, ...body } = request.body as WorkflowStartRequest;
-    const { instance } = await workflows.start(principalId, body);
-    return waitAndAnswer(reply, principalId, instance, waitMsOf(request, waitMs));
-  });
+  const startConfig: BodyLevelsConfig = { bodyLevels: workflowStartRequestLevels };
+  app.post(
+    '/workflow-instances',
+    { schema: startSchema, config: startConfig, onRequest: authenticate, preValidation: requireJsonContentType },
+    async (request, reply) => {
+      const principalId = callerOf(request).principalId;
+      const { waitMs, ...body } = request.body as WorkflowStartRequest;
+      const { instance } = await workflows.start(principalId, body);
+      return waitAndAnswer(reply, principalId, instance, waitMsOf(request, waitMs));
+    },
+  );
 
   // The caller's own instances (every principal's for an operator), from the workflow instances index.
   app.get<{ Querystring: Record<string, string> }>(

@@ -2,12 +2,14 @@
  * Contract calls over HTTP (workflow/exec/http-contracts.ts): a workflow executor with no contract
  * runtime of its own calls `convoke serve`'s facade over a real socket, with the credential read
  * from the environment variable it names. A lost answer is looked up again under the same key —
- * one operation, never a success taken on trust; definite refusals become distinct DSL errors.
+ * one operation, never a success taken on trust; definite refusals become distinct DSL errors; a
+ * jq-built input as deep as admission takes is admitted over HTTP as it is in-process.
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { SystemClock } from '../../src/contract/clock.js';
 import type { JsonObject } from '../../src/contract/json.js';
+import { limits } from '../../src/contract/limits.js';
 import { chmod, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
@@ -236,6 +238,36 @@ do:
     const record = await runToEnd(h, publish, {}, 'remote-3');
     assert.equal(record.status, 'completed', JSON.stringify(record.error));
     assert.equal(((record.output as JsonObject).settlement as JsonObject).status, 'complete', 'the call waited for the settlement');
+  } finally {
+    await h.close();
+  }
+});
+
+test('a contract call whose jq-built input is as deep as admission takes is admitted over HTTP as in-process; one level more is refused naming the depth', async () => {
+  // {approvals, deep} is one level, and `deep` is .n + 1 levels: .n = 62 builds a 64-level input.
+  const deepDocument = yaml(`document: { dsl: '1.0.3', namespace: test, name: deep-input, version: '1.0.0' }
+do:
+  - publish:
+      call: invoke-contract
+      with:
+        contract: { id: lab.review, version: '1.0.0', digest: '${fixture.bundle.digest}' }
+        interaction: publish
+        input:
+          approvals: 2
+          deep: "\${ reduce range(.n) as $i ({}; {a: .}) }"
+  - done:
+      set:
+        outcome: \${ .decision.outcome }
+`);
+  const h = harness({ clock, invocations: contracts(fixture.tokens.alice) });
+  try {
+    const deepest = await runToEnd(h, deepDocument, { n: limits.jsonDepthMax - 2 }, 'remote-deepest');
+    assert.equal(deepest.status, 'completed', JSON.stringify(deepest.error));
+    assert.equal((deepest.output as JsonObject).outcome, 'success');
+    const tooDeep = await runToEnd(h, deepDocument, { n: limits.jsonDepthMax - 1 }, 'remote-too-deep');
+    assert.equal(tooDeep.status, 'faulted');
+    // The workflow holds the value it records to the same depth: the call is refused before it is sent.
+    assert.match(JSON.stringify(tooDeep.error), /nesting deeper than 64/);
   } finally {
     await h.close();
   }

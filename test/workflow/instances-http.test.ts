@@ -10,7 +10,9 @@
  * failed with a bug tells its client "internal error", never the bug's message; one following an
  * instance of many steps sends updates whose size does not grow with the steps before them, and
  * what a client rebuilds from them is /transitions; one whose client does not read holds at most
- * one undelivered event and sends the rest once the client reads.
+ * one undelivered event and sends the rest once the client reads. A start and a contract invocation
+ * take an input as deep as admission does (their bodies one level deeper), one level more a 400
+ * naming the depth, and every other body is read to the limit itself.
  */
 import { sseBlocks, sseEvent } from '../support/sse.js';
 import assert from 'node:assert/strict';
@@ -20,6 +22,7 @@ import { connect, type Socket } from 'node:net';
 import { after, before, test } from 'node:test';
 import { Ajv } from 'ajv';
 import type { JsonObject } from '../../src/contract/json.js';
+import { limits } from '../../src/contract/limits.js';
 import { workflowInstanceSchema, type WorkflowInspection, type WorkflowInspectionUpdate, type WorkflowInstance } from '../../src/runtime/workflow-service.js';
 import { followWorkflow, type Followed } from '../support/inspection-updates.js';
 import { renderInstance } from '../../src/cli/commands/workflow-facade.js';
@@ -789,4 +792,39 @@ test('every follower of workflow instances shares one store watch, opened with t
   } finally {
     store.watch = watch;
   }
+});
+
+test('POST /contract-invocations and POST /workflow-instances take an input as deep as admission does (the body one level deeper); one level more is 400 invalid-input naming the depth', async () => {
+  const nested = (levels: number): JsonObject => {
+    let value: JsonObject = {};
+    for (let level = 1; level < levels; level++) value = { a: value };
+    return value;
+  };
+  const publishBundle = { ...fixture.bundle };
+  // {approvals, deep: …} is one level: `deep` holds one less than the input.
+  const invoke = (invocationKey: string, levels: number) =>
+    call('POST', '/contract-invocations', fixture.tokens.alice, {
+      contract: publishBundle,
+      interaction: 'publish',
+      invocationKey,
+      input: { approvals: 2, deep: nested(levels - 1) },
+      waitMs: 10_000,
+    });
+  const invoked = await invoke('deepest-http-input', limits.jsonDepthMax);
+  assert.equal(invoked.status, 200, JSON.stringify(invoked.body).slice(0, 400));
+  assert.equal((invoked.body.decision as JsonObject).outcome, 'success');
+  const refused = await invoke('too-deep-http-input', limits.jsonDepthMax + 1);
+  assert.deepEqual([refused.status, refused.body.kind], [400, 'invalid-input']);
+  assert.match(refused.body.description as string, /request body: the value at \/input nests deeper than 64 at \/input\/deep\/a\//);
+
+  const started = await start(fixture.tokens.alice, 'slow', 'deepest-http-start', nested(limits.jsonDepthMax));
+  assert.equal(started.status, 202, JSON.stringify(started.body).slice(0, 400));
+  assert.equal((await call('POST', `/workflow-instances/${started.body.instanceId as string}/cancel`, fixture.tokens.alice)).status, 200);
+  const tooDeep = await start(fixture.tokens.alice, 'slow', 'too-deep-http-start', nested(limits.jsonDepthMax + 1));
+  assert.deepEqual([tooDeep.status, tooDeep.body.kind], [400, 'invalid-input']);
+  assert.match(tooDeep.body.description as string, /request body: the value at \/input nests deeper than 64 at \/input\/a\//);
+  // Every other route reads its body to the limit itself: a body there holds no value below it.
+  const other = await call('POST', `/workflow-instances/${started.body.instanceId as string}/cancel`, fixture.tokens.alice, nested(limits.jsonDepthMax + 1));
+  assert.deepEqual([other.status, other.body.kind], [400, 'invalid-input']);
+  assert.match(other.body.description as string, /request body: nesting deeper than 64 at \/a\//);
 });
