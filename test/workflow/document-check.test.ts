@@ -13,6 +13,19 @@ import { refused, yaml } from './support.js';
 
 const head = { dsl: '1.0.3', namespace: 'test', name: 'greet', version: '1.0.0' };
 
+/** A document whose one try retries a failing task under `retry` (inline, or a name `use` declares). */
+const retrying = (retry: string, use = '') =>
+  yaml(`
+document: { dsl: '1.0.3', namespace: t, name: retrying, version: '1.0.0' }
+${use}
+do:
+  - attempt:
+      try:
+        - fail: { raise: { error: { type: 'https://e.example/x', status: 503 } } }
+      catch:
+        retry: ${retry}
+`);
+
 test('a document checked again answers what the whole check answered; a copy is checked afresh', () => {
   const document: JsonValue = { document: head, do: [{ hello: { set: { greeting: '${ .name }' } } }] };
   const first = checkDocument(document);
@@ -213,17 +226,6 @@ ${tasks}
 });
 
 test("a retry policy's limit.attempt.duration, which the executor does not run, is refused unsupported rather than ignored", () => {
-  const retrying = (retry: string, use = '') =>
-    yaml(`
-document: { dsl: '1.0.3', namespace: t, name: retrying, version: '1.0.0' }
-${use}
-do:
-  - attempt:
-      try:
-        - fail: { raise: { error: { type: 'https://e.example/x', status: 503 } } }
-      catch:
-        retry: ${retry}
-`);
   refused(
     () => checkDocument(retrying(`{ limit: { attempt: { count: 3, duration: PT1S } } }`)),
     'unsupported',
@@ -238,17 +240,6 @@ do:
 });
 
 test("a retry policy's limit.attempt.count that is no integer, or a limit the DSL's schema refuses, is refused naming its pointer before anything runs, as the DSL's schema refuses it", async () => {
-  const retrying = (retry: string, use = '') =>
-    yaml(`
-document: { dsl: '1.0.3', namespace: t, name: retrying, version: '1.0.0' }
-${use}
-do:
-  - attempt:
-      try:
-        - fail: { raise: { error: { type: 'https://e.example/x', status: 503 } } }
-      catch:
-        retry: ${retry}
-`);
   const inline = '/do/0/attempt/catch/retry/limit';
   for (const count of ['1.5', "'3'", 'null', 'true', '[3]', '{ n: 3 }']) {
     refused(() => checkDocument(retrying(`{ limit: { attempt: { count: ${count} } } }`)), 'invalid-input', `${inline}/attempt/count`, /an integer/);
@@ -276,17 +267,6 @@ do:
 });
 
 test("a retry policy the DSL's schema refuses (an unknown key, a backoff not exactly one of constant, linear, exponential, a when that is no string, a jitter without both ends) is refused naming its pointer before anything runs, inline and in use.retries, as the schema refuses it", async () => {
-  const retrying = (retry: string, use = '') =>
-    yaml(`
-document: { dsl: '1.0.3', namespace: t, name: retrying, version: '1.0.0' }
-${use}
-do:
-  - attempt:
-      try:
-        - fail: { raise: { error: { type: 'https://e.example/x', status: 503 } } }
-      catch:
-        retry: ${retry}
-`);
   const cases: [string, string, RegExp][] = [
     // A misspelt limit was no limit at all: the try retried for good.
     ['{ limits: { attempt: { count: 3 } } }', '/limits', /not a key of a retry policy/],
