@@ -4,7 +4,7 @@
  * expression is deterministic jq. Anything else is refused with `unsupported` (or `invalid-input`)
  * naming the task and its JSON Pointer — an instance never starts to fail half-way for it.
  */
-import { AdapterError, invalidInput, unsupported } from '../../contract/errors.js';
+import { invalidInput, unsupported } from '../../contract/errors.js';
 import { isObject, ownMember, type JsonObject, type JsonValue } from '../../contract/json.js';
 import { limits } from '../../contract/limits.js';
 import { documentSchemas } from '../schemas.js';
@@ -548,14 +548,3 @@ function checkCall(task: JsonObject, pointer: string, checking: Checking): void 
 
 /** The JSON Pointer of a task entry is what errors name; `isExpression` decides what a value evaluates. */
 export { isExpression };
-
-/** An AdapterError from a document check, for callers that report instead of throw. */
-export function documentProblem(document: JsonValue): AdapterError | undefined {
-  try {
-    checkDocument(document);
-    return undefined;
-  } catch (error) {
-    if (error instanceof AdapterError) return error;
-    throw error;
-  }
-}
