@@ -283,6 +283,9 @@ function requestOf(args: JsonObject, input: JsonValue | undefined, ref: string):
   return { method, uri: url.toString(), headers, body };
 }
 
+/** An HTTP token (RFC 9110 §5.6.2): what a method (§9.1) and a header's name are. */
+const httpToken = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+
 /** The methods fetch refuses to send (the Fetch standard's forbidden methods). */
 const forbiddenMethods: ReadonlySet<string> = new Set(['CONNECT', 'TRACE', 'TRACK']);
 
@@ -294,7 +297,7 @@ const forbiddenMethods: ReadonlySet<string> = new Set(['CONNECT', 'TRACE', 'TRAC
  */
 function methodOf(given: string, body: JsonValue | undefined, ref: string): string {
   const method = given.toUpperCase();
-  if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(given)) throw raise('validation', 400, 'Invalid HTTP call', ref, `${JSON.stringify(given)} is not an HTTP method`);
+  if (!httpToken.test(given)) throw raise('validation', 400, 'Invalid HTTP call', ref, `${JSON.stringify(given)} is not an HTTP method`);
   if (forbiddenMethods.has(method)) throw raise('validation', 400, 'Invalid HTTP call', ref, `the HTTP client does not send a ${method} request`);
   if ((method === 'GET' || method === 'HEAD') && body !== undefined && body !== null)
     throw raise('validation', 400, 'Invalid HTTP call', ref, `a ${method} request cannot have a body`);
@@ -386,8 +389,6 @@ async function exchange(
   return { request, response, bytes };
 }
 
-/** An HTTP token (RFC 9110 §5.6.2): what a header's name is. */
-const httpToken = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 /** What no header value carries: NUL, CR and LF (RFC 9110 §5.5), and what is not one byte (the Fetch standard's byte strings). */
 // eslint-disable-next-line no-control-regex -- NUL, CR and LF are what a header value may not carry, so the pattern names them
 const unsendableInHeader = /[\0\r\n]|[^\u0000-\u00ff]/;
