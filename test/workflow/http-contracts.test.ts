@@ -272,3 +272,50 @@ do:
     await h.close();
   }
 });
+
+test("a refusal is definite only when its HTTP status is the one the facade gives its kind: any other pairing is uncertain, looked up again, never the body's kind", async () => {
+  const answering =
+    (status: number, body: unknown): typeof fetch =>
+    async () =>
+      new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json' } });
+  const lookup = (status: number, kind: string) =>
+    new HttpContracts({
+      endpoint: 'http://127.0.0.1:9',
+      credential: { env: 'T' },
+      env: { T: 'token' },
+      clock,
+      retryBudgetMs: 250,
+      fetch: answering(status, { kind, description: 'as the server says' }),
+    }).get('alice', 'op1');
+  const rejection = async (status: number, kind: string) => {
+    const error = await lookup(status, kind).then(
+      () => assert.fail('a refusal answered success'),
+      (caught: Error & { kind?: string }) => caught,
+    );
+    return error.kind;
+  };
+  // The facade's own pairings (src/contract/errors.ts httpStatusByKind, src/http/errors.ts) are taken as they say.
+  for (const [status, kind] of [
+    [400, 'invalid-input'],
+    [401, 'denied'],
+    [403, 'denied'],
+    [404, 'invalid-input'],
+    [409, 'conflict'],
+    [409, 'protocol-conflict'],
+    [410, 'expired'],
+    [413, 'invalid-input'],
+    [415, 'invalid-input'],
+    [422, 'unsupported'],
+  ] as const)
+    assert.equal(await rejection(status, kind), kind, `${status} ${kind}`);
+  // Any other pairing is not the facade speaking: no definite answer, so the call ends unavailable once the budget is spent.
+  for (const [status, kind] of [
+    [410, 'denied'],
+    [400, 'unsupported'],
+    [403, 'expired'],
+    [409, 'denied'],
+    [422, 'conflict'],
+    [404, 'denied'],
+  ] as const)
+    assert.equal(await rejection(status, kind), 'unavailable', `${status} ${kind}`);
+});

@@ -11,8 +11,9 @@
  * InvocationResult) is never taken as success: the same request is sent again — the same
  * invocation key and input, so the runtime answers with the operation it may already have
  * admitted — with a growing delay, until the retry budget is spent (then `unavailable`, which the
- * workflow sees as a communication error). A definite refusal is thrown as its AdapterError kind,
- * which calls.ts maps to distinct DSL errors.
+ * workflow sees as a communication error). A definite refusal (a status the facade gives with a
+ * kind that status carries) is thrown as its AdapterError kind, which calls.ts maps to distinct DSL
+ * errors; a body's kind alone proves nothing.
  */
 import { readFile } from 'node:fs/promises';
 import { Ajv } from 'ajv';
@@ -48,8 +49,23 @@ export interface HttpContractsOptions {
 
 const { $id: _id, ...resultShape } = invocationResultSchema;
 const checkResult = new Ajv({ strict: false, allowUnionTypes: true }).compile(resultShape);
-/** Statuses whose AdapterError body is the runtime's definite answer; anything else is uncertain. */
-const definite = new Set([400, 401, 403, 404, 409, 410, 413, 415, 422]);
+/**
+ * The refusals the facade gives, each status with the kinds its body can carry (httpStatusByKind;
+ * 401, 404, 413 and 415 from src/http/errors.ts). A body whose kind its status does not carry is
+ * not the facade's answer (a proxy's, or a server's that speaks another protocol): uncertain,
+ * looked up again, so a 410 saying `denied` is neither expired nor denied.
+ */
+const definite: ReadonlyMap<number, readonly AdapterErrorKind[]> = new Map<number, readonly AdapterErrorKind[]>([
+  [400, ['invalid-input']],
+  [401, ['denied']],
+  [403, ['denied']],
+  [404, ['invalid-input']],
+  [409, ['conflict', 'protocol-conflict']],
+  [410, ['expired']],
+  [413, ['invalid-input']],
+  [415, ['invalid-input']],
+  [422, ['unsupported']],
+]);
 const retryDelayMs = { first: 100, max: 2000 };
 
 class Uncertain extends Error {}
@@ -149,7 +165,8 @@ export class HttpContracts implements ContractCalls {
       return { result: parsed as unknown as InvocationResult, boundary: boundary === 'decision' || boundary === 'settled' ? boundary : undefined };
     }
     const refusal = adapterErrorOf(parsed);
-    if (definite.has(response.status) && refusal) throw new AdapterError(refusal.kind, `${method} ${url}: ${response.status}: ${refusal.description}`);
+    if (refusal && definite.get(response.status)?.includes(refusal.kind))
+      throw new AdapterError(refusal.kind, `${method} ${url}: ${response.status}: ${refusal.description}`);
     throw new Uncertain(`${method} ${url}: ${response.status}${refusal ? ` ${refusal.kind}: ${refusal.description}` : ''}`);
   }
 
