@@ -2,12 +2,13 @@
  * A `run: workflow` child whose start is refused: a definite refusal (invalid-input, unsupported,
  * denied, expired, protocol-conflict, conflict) faults the parent's task with the DSL error of its
  * kind, recorded as the call's answer and catchable; an unavailable store is retried, and the
- * retrying ends at the task's or the workflow's timeout. Every parent is checked against its replay.
+ * retrying ends at the task's or the workflow's timeout when its timer fires. Every parent is
+ * checked against its replay.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { MemoryEventStore } from '../../src/adapters/store/memory.js';
-import { SystemClock } from '../../src/contract/clock.js';
+import { SystemClock, VirtualClock, type Clock } from '../../src/contract/clock.js';
 import { AdapterError, isAdapterError, type AdapterErrorKind } from '../../src/contract/errors.js';
 import type { JsonValue } from '../../src/contract/json.js';
 import { seededRandom } from '../../src/runtime/random.js';
@@ -32,8 +33,7 @@ class RefusingChildren extends WorkflowExecutor {
   }
 }
 
-function refusingHarness(): Harness & { executor: RefusingChildren } {
-  const clock = new SystemClock();
+function refusingHarness(clock: Clock = new SystemClock()): Harness & { executor: RefusingChildren } {
   const store = new MemoryEventStore({ clock });
   const evaluator = new JqWorkerEvaluator({ deadlineMs: 5000 });
   const executor = new RefusingChildren({
@@ -173,6 +173,63 @@ do:
     assert.equal(byWorkflow.error?.instance, '/');
     await assertReplayEqual(h, instanceId);
     assert.ok(h.executor.failures.every((error) => isAdapterError(error) && error.kind === 'unavailable'));
+  } finally {
+    await h.close();
+  }
+});
+
+/** Polls `predicate` in real time (the instance's work is asynchronous), without moving an injected clock. */
+async function eventually(predicate: () => Promise<boolean>, what: string): Promise<void> {
+  for (let tries = 0; tries < 400; tries++) {
+    if (await predicate()) return;
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  assert.fail(`timed out waiting for ${what}`);
+}
+
+test("a task's timeout that fires while its child's start is retried as unavailable is acted on when it fires, not at the next retry", async () => {
+  const clock = new VirtualClock();
+  const h = refusingHarness(clock);
+  try {
+    h.executor.refusals = ['unavailable'];
+    const timeoutMs = 100_000;
+    const guarded = yaml(`
+document: { dsl: '1.0.3', namespace: t, name: guarded, version: '1.0.0' }
+do:
+  - guarded:
+      try:
+        - delegate:
+            timeout: { after: { milliseconds: ${timeoutMs} } }
+            run:
+              workflow: { namespace: t, name: quick, version: '1.0.0' }
+      catch:
+        as: problem
+        do:
+          - report:
+              set: { caught: true }
+`);
+    const startedAtMs = clock.nowMs();
+    const { instanceId } = await h.executor.start({ principalId: 'alice', invocationKey: 'backoff', document: guarded, input: {} });
+    // The child's start is refused at once and then at each redrive, a second, two, four… apart, up to a minute.
+    while (clock.nowMs() < startedAtMs + timeoutMs - 1000) await clock.advance(1000);
+    const refusedBefore = h.executor.refused;
+    assert.ok(refusedBefore >= 5, `the start was tried ${refusedBefore} times`);
+    assert.equal((await h.executor.get(instanceId))?.status, 'running');
+    // The timeout fires; no retry of the start is due for more than twenty seconds yet. The clock moves no further.
+    await clock.advance(1000);
+    await eventually(async () => (await h.executor.get(instanceId))?.status !== 'running', 'the timeout to be acted on');
+    const record = await h.executor.get(instanceId);
+    assert.equal(record?.status, 'completed', JSON.stringify(record?.error));
+    assert.deepEqual(record?.output, { caught: true });
+    assert.equal(record?.tasks['/do/0/guarded/try/0/delegate']?.error?.type, `${spec}timeout`);
+    assert.equal(record?.subworkflows['/do/0/guarded/try/0/delegate']?.disposition?.disposition, 'not-started');
+    assert.equal(h.executor.refused, refusedBefore, 'the start is not tried again once its task timed out');
+    const read = await h.store.read(instanceId);
+    assert.equal(read.kind, 'ok');
+    const events = read.kind === 'ok' ? read.transitions.flatMap((stored) => stored.transition.events.map((event) => event.type as string)) : [];
+    assert.equal(events.filter((type) => type === 'timer-fired').length, 1, events.join(', '));
+    assert.equal(events.filter((type) => type === 'subworkflow-disposed').length, 1, events.join(', '));
+    await assertReplayEqual(h, instanceId);
   } finally {
     await h.close();
   }

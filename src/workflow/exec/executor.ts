@@ -258,6 +258,19 @@ const logFormat = 2;
 const interpreterEnded = new Halted('the interpreter ended');
 const leaseParked = new Halted('the lease was parked while the instance waits');
 
+/** A running instance's armed redrive (drive), and how many of its timers had fired when it was armed (timerFiredMeanwhile). */
+interface Redrive {
+  timer: TimerHandle;
+  firedTimers: number;
+}
+
+/** How many of the record's timers have fired. */
+function firedTimers(record: WorkflowRecord): number {
+  let fired = 0;
+  for (const timer of Object.values(record.timers)) if (timer.state === 'fired') fired += 1;
+  return fired;
+}
+
 /** One interpreter run under a lease: what the renewal reads to tell a run that only waits. */
 interface LeaseRun {
   epoch: number;
@@ -298,7 +311,7 @@ export class WorkflowExecutor implements CloudEventIntake {
   private readonly supervised = new Set<AbortController>();
   private readonly options: WorkflowExecutorOptions;
   /** Each running instance's armed redrive (drive): removed when it fires and when the instance ends. */
-  private readonly retries = new Map<string, TimerHandle>();
+  private readonly retries = new Map<string, Redrive>();
   /** Ended instances recording their children's dispositions (disposeChildren), one at a time each; and their retries. */
   private readonly disposing = new Map<string, Promise<void>>();
   /** Removed once the instance owes nothing (settle), or its log was tombstoned. */
@@ -373,9 +386,10 @@ export class WorkflowExecutor implements CloudEventIntake {
           if (parent !== undefined && stream.record.status === 'running') this.parentOf(parent.instanceId, false);
         },
         // A parked (or released) lease: the instance's next move — its timer fired, an event taken — drives it again.
+        // So does a timer that fired while a redrive waits (timerFiredMeanwhile): a timeout is acted on when it fires.
         moved: (stream) => {
           const record = stream.record;
-          if (record.status === 'running' && record.lease === null) this.drive(stream);
+          if (record.status === 'running' && (record.lease === null || this.timerFiredMeanwhile(stream))) this.drive(stream);
           if (record.status !== 'running') this.ended(stream);
         },
       },
@@ -740,7 +754,7 @@ export class WorkflowExecutor implements CloudEventIntake {
    */
   private ended(instance: Instance): void {
     // What drove it is let go: an armed redrive would find it ended and do nothing, and its entry stayed for good.
-    this.retries.get(instance.id)?.cancel();
+    this.retries.get(instance.id)?.timer.cancel();
     this.retries.delete(instance.id);
     this.defectiveDrives.delete(instance.id);
     this.refusedDrives.delete(instance.id);
@@ -898,7 +912,7 @@ export class WorkflowExecutor implements CloudEventIntake {
       if (this.stopping.signal.aborted) led?.controller.abort(interpreterEnded);
       return;
     }
-    this.retries.get(instance.id)?.cancel();
+    this.retries.get(instance.id)?.timer.cancel();
     this.retries.delete(instance.id);
     const run = (led ? this.supervise(instance, led.run, led.controller, led.interpreting) : this.lead(instance))
       .then(
@@ -908,15 +922,27 @@ export class WorkflowExecutor implements CloudEventIntake {
       .then((againAtMs) => {
         this.running.delete(instance.id);
         if (againAtMs === undefined || this.stopping.signal.aborted || instance.record.status !== 'running') return;
-        this.retries.set(
-          instance.id,
-          this.options.clock.at(againAtMs, () => {
-            this.retries.delete(instance.id);
-            this.drive(instance);
-          }),
-        );
+        const timer = this.options.clock.at(againAtMs, () => {
+          this.retries.delete(instance.id);
+          this.drive(instance);
+        });
+        this.retries.set(instance.id, { timer, firedTimers: firedTimers(instance.record) });
       });
     this.running.set(instance.id, run);
+  }
+
+  /**
+   * Whether a timer of the instance fired while its redrive waits (a drive failed, and the next
+   * is armed up to disposeRetryMaxMs later): a task's timeout, a wait's or a retry's end. What the
+   * timer decided is recorded already (the timeout's fault), but only a run acts on it (a try
+   * catching it, the instance faulting, the abandoned child's release): the instance is driven
+   * at once rather than at the redrive, which may come a minute after the timeout. An event a
+   * listen took does not hurry it: outside publishers would set how often a failing drive is
+   * tried again, and nothing times out by the event's wait.
+   */
+  private timerFiredMeanwhile(instance: Instance): boolean {
+    const redrive = this.retries.get(instance.id);
+    return redrive !== undefined && firedTimers(instance.record) > redrive.firedTimers;
   }
 
   /** Drives in a row, per instance, that failed the runtime's own check (driveFailed). */
@@ -1149,7 +1175,8 @@ export class WorkflowExecutor implements CloudEventIntake {
     this.stopping.abort();
     for (const controller of this.supervised) controller.abort();
     this.rescan?.cancel();
-    for (const retry of [...this.retries.values(), ...[...this.disposeRetries.values()].map((owed) => owed.timer)]) retry?.cancel();
+    for (const retry of [...[...this.retries.values()].map((redrive) => redrive.timer), ...[...this.disposeRetries.values()].map((owed) => owed.timer)])
+      retry?.cancel();
     this.retries.clear();
     this.disposeRetries.clear();
     await Promise.allSettled([...this.running.values(), ...this.disposing.values()]);
