@@ -637,7 +637,11 @@ async function invokeAndWait(interpreter: Interpreter, run: TaskRun, args: Contr
   try {
     const request = { contract: args.contract, interaction: args.interaction, invocationKey, input: args.input };
     // The runtime answers the boundary: the call's waitFor, or its interaction's when the call names none (a weaker one it refuses).
-    const invoked = await service.invoke({ principalId, senderPeerId: null }, args.waitFor === undefined ? request : { ...request, waitFor: args.waitFor });
+    const invoked = await service.invoke(
+      { principalId, senderPeerId: null },
+      args.waitFor === undefined ? request : { ...request, waitFor: args.waitFor },
+      run.frame.signal,
+    );
     let result = ofOperation(invoked.result, expectedId, ref);
     const boundary = invoked.boundary;
     if (args.waitFor === 'settled' && boundary !== 'settled')
@@ -649,6 +653,8 @@ async function invokeAndWait(interpreter: Interpreter, run: TaskRun, args: Contr
     }
     return answerOf(result, boundary, ref);
   } catch (error) {
+    // Stopped (the task's or the workflow's timeout, a losing branch): the call has no answer to record.
+    if (run.frame.signal.aborted) throw new Halted('the call was stopped');
     if (error instanceof AdapterError) throw new WorkflowRaise(adapterFault(error, ref));
     throw error;
   }

@@ -27,9 +27,13 @@ import { waitForHeader } from '../../runtime/boundary.js';
 
 /**
  * What the interpreter needs of a contract runtime: admit (or find) an operation, wait on it, and
- * read or cancel it (a compete fork's losing branches).
+ * read or cancel it (a compete fork's losing branches). An invoke may take the call's signal:
+ * one that sends its request again while the answer is uncertain (HttpContracts) stops when the
+ * task's or the workflow's timeout stops the call; the coordinator's own invoke answers at once.
  */
-export type ContractCalls = Pick<InvocationService, 'invoke' | 'wait' | 'get' | 'cancel'>;
+export type ContractCalls = Pick<InvocationService, 'wait' | 'get' | 'cancel'> & {
+  invoke(caller: Caller, request: InvocationRequest, signal?: AbortSignal): Promise<Invoked>;
+};
 
 export type CredentialReference = { env: string } | { file: string };
 
@@ -92,10 +96,10 @@ export class HttpContracts implements ContractCalls {
 
   /** The principal is the credential's; `caller` names who the instance expects it to be (calls.ts checks the operation id). */
   /** The boundary is the facade's answer (its `convoke-wait-for` header): the request's waitFor, or the interaction's when it names none. */
-  async invoke(_caller: Caller, request: InvocationRequest): Promise<Invoked> {
+  async invoke(_caller: Caller, request: InvocationRequest, signal?: AbortSignal): Promise<Invoked> {
     const body = JSON.stringify({ ...request, waitMs: 0 });
     const url = `${this.base}/contract-invocations`;
-    const { result, boundary } = await this.withRetries(undefined, (signal) => this.send('POST', url, body, 0, signal));
+    const { result, boundary } = await this.withRetries(signal, (attempt) => this.send('POST', url, body, 0, attempt));
     if (boundary === undefined) throw new AdapterError('protocol-conflict', `POST ${url}: the answer does not name its boundary (${waitForHeader})`);
     return { result, created: false, boundary };
   }
@@ -124,11 +128,16 @@ export class HttpContracts implements ContractCalls {
     return (await this.withRetries(undefined, (signal) => this.send('POST', url, undefined, 0, signal))).result;
   }
 
-  /** Sends until a definite answer; an uncertain one is sent again after a growing delay, within the retry budget. */
+  /**
+   * Sends until a definite answer; an uncertain one is sent again after a growing delay, within the
+   * retry budget. `signal` stops it at once, between tries too: the delay ends with it, and nothing
+   * is sent once it has aborted (unavailable: the call was stopped).
+   */
   private async withRetries(signal: AbortSignal | undefined, attempt: (signal: AbortSignal) => Promise<Answer>): Promise<Answer> {
     const clock = this.options.clock;
     const until = clock.nowMs() + (this.options.retryBudgetMs ?? 30_000);
     for (let failures = 0; ; failures++) {
+      if (signal?.aborted) throw unavailable(`the contract call to ${this.base} was stopped`);
       const delay = doublingDelayMs(retryDelayMs.first, retryDelayMs.max, failures);
       const controller = new AbortController();
       const stop = () => controller.abort(signal?.reason);
@@ -142,7 +151,7 @@ export class HttpContracts implements ContractCalls {
       } finally {
         signal?.removeEventListener('abort', stop);
       }
-      await new Promise<void>((resolve) => clock.at(clock.nowMs() + delay, resolve));
+      await delayed(clock, delay, signal);
     }
   }
 
@@ -188,6 +197,19 @@ export class HttpContracts implements ContractCalls {
       );
     return token;
   }
+}
+
+/** Resolves `delayMs` from now on the clock, or as soon as `signal` aborts. */
+function delayed(clock: Clock, delayMs: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const done = () => {
+      timer.cancel();
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = clock.at(clock.nowMs() + delayMs, done);
+    signal?.addEventListener('abort', done, { once: true });
+  });
 }
 
 function parseJson(text: string): unknown {
