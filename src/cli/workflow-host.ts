@@ -12,10 +12,12 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import {
   NatsCloudEventSink,
+  checkEmittedStreamTrim,
   ensureEmittedEventStream,
   serveCloudEvents,
   type CloudEventSubscription,
   type EmittedStreamOptions,
+  type NatsCloudEventSinkOptions,
   type ServeCloudEventsOptions,
 } from '../adapters/transport/nats-cloudevents.js';
 import { inboxPrefixFor } from '../adapters/transport/nats-names.js';
@@ -69,6 +71,8 @@ export interface WorkflowHostParts {
   onEmittedDropped?: ServeCloudEventsOptions['onEmittedDropped'];
   /** Told when the server closes an event intake subscription after start (ServeCloudEventsOptions.onSubscriptionLost): serve logs it. */
   onSubscriptionLost?: ServeCloudEventsOptions['onSubscriptionLost'];
+  /** Told when purging a principal's events past its share of the emit stream failed (NatsCloudEventSinkOptions.onTrimFailed): serve logs it. */
+  onEmitStreamTrimFailed?: NatsCloudEventSinkOptions['onTrimFailed'];
 }
 
 /** How often, at most, `failureNotices` writes a line while failures keep coming. */
@@ -166,10 +170,7 @@ export async function createWorkflowHost(parts: WorkflowHostParts): Promise<Work
   const emit = events.emit ?? 'none';
   if ((emit !== 'none' || events.listen) && !parts.nats)
     throw invalidInput('workflows.events: emit over NATS and listen need a nats transport (POST /workflow-events works with any)');
-  const sink =
-    emit === 'none' || !parts.nats
-      ? undefined
-      : await eventSink(parts.nats, emit, { subjectPrefix, emitSubjectPrefix, stream: events.stream ?? workflowEventsDefaults.stream });
+  const sink = emit === 'none' || !parts.nats ? undefined : await eventSink(parts.nats, emit, sinkOptions(parts, events, { subjectPrefix, emitSubjectPrefix }));
   const evaluator = new JqWorkerEvaluator({ deadlineMs: 2000, ...(parts.settings?.jqWorkers === undefined ? {} : { workers: parts.settings.jqWorkers }) });
   const { definitions, refs } = await definitionsOf(parts.bundles.all(), evaluator).catch(async (error: unknown) => {
     await evaluator.close();
@@ -271,10 +272,36 @@ async function definitionsOf(
   return { definitions, refs };
 }
 
-/** Emitted events on core NATS, or on JetStream into the stream capturing the emitted space (made or moved here, where permitted: ensureEmittedEventStream). */
-async function eventSink(nc: NatsConnection, emit: 'nats' | 'jetstream', options: EmittedStreamOptions): Promise<CloudEventSink> {
-  if (emit === 'jetstream') await ensureEmittedEventStream(await jetstreamManager(nc, { checkAPI: false }), options);
-  return new NatsCloudEventSink(nc, { emitSubjectPrefix: options.emitSubjectPrefix, jetstream: emit === 'jetstream' });
+/** What the config's workflows.events says of the sink: its spaces, its stream and each principal's share of it (defaults where absent). */
+function sinkOptions(
+  parts: WorkflowHostParts,
+  events: NonNullable<WorkflowsConfig['events']>,
+  prefixes: { subjectPrefix: string; emitSubjectPrefix: string },
+): Parameters<typeof eventSink>[2] {
+  return {
+    ...prefixes,
+    stream: events.stream ?? workflowEventsDefaults.stream,
+    eventsPerPrincipal: events.streamEventsPerPrincipal ?? workflowEventsDefaults.streamEventsPerPrincipal,
+    ...(parts.onEmitStreamTrimFailed ? { onTrimFailed: parts.onEmitStreamTrimFailed } : {}),
+  };
+}
+
+/**
+ * Emitted events on core NATS, or on JetStream into the stream capturing the emitted space (made
+ * or moved here, where permitted: ensureEmittedEventStream), each principal held to its share of
+ * it (EmittedStreamTrim; this user's purge permission checked first: checkEmittedStreamTrim).
+ */
+async function eventSink(
+  nc: NatsConnection,
+  emit: 'nats' | 'jetstream',
+  options: EmittedStreamOptions & Pick<NatsCloudEventSinkOptions, 'eventsPerPrincipal' | 'onTrimFailed'>,
+): Promise<CloudEventSink> {
+  const { emitSubjectPrefix, stream, eventsPerPrincipal, onTrimFailed } = options;
+  if (emit === 'nats') return new NatsCloudEventSink(nc, { emitSubjectPrefix });
+  const jsm = await jetstreamManager(nc, { checkAPI: false });
+  await ensureEmittedEventStream(jsm, options);
+  await checkEmittedStreamTrim(jsm, options);
+  return new NatsCloudEventSink(nc, { emitSubjectPrefix, jetstream: true, stream, eventsPerPrincipal, ...(onTrimFailed ? { onTrimFailed } : {}) });
 }
 
 /**

@@ -278,6 +278,16 @@ export const limits = {
    * flooding its own types leaves the rest of cloudEventsInFlightMax to the others.
    */
   cloudEventsInFlightPerPublishersMax: 64,
+  /**
+   * Emitted CloudEvents of one principal the emit stream keeps (workflows.events.streamEventsPerPrincipal,
+   * emitted-stream-trim.ts): past it the principal's oldest are purged. The default keeps a principal
+   * emitting the largest events (cloudEventBytesMax) within a quarter of the stream convoke makes
+   * (emittedStreamBounds.maxBytes, 1 GiB), and one emitting 1 KiB events within 1 MiB.
+   */
+  emittedStreamEventsPerPrincipalDefault: 1_000,
+  emittedStreamEventsPerPrincipalMax: 10_000_000,
+  /** Principals one sink remembers the trims of; past it every one is trimmed again at its next event (emitted-stream-trim.ts). */
+  emittedStreamTrimPrincipalsMax: 4_096,
   // ── bounds of the adapters, facades and wiring (each read where its name says) ──
   /** HTTP: the largest request body a deployment may allow (http.bodyLimitBytes). */
   httpBodyLimitBytesMax: 16 * 1024 * 1024,
@@ -459,6 +469,10 @@ assert(
 assert(
   limits.workflowRunningPerPrincipalDefault >= 1 && limits.workflowRunningPerPrincipalDefault <= limits.workflowRunningPerPrincipalMax,
   "a principal's default bound of running workflow instances is within its most",
+);
+assert(
+  limits.emittedStreamEventsPerPrincipalDefault >= 1 && limits.emittedStreamEventsPerPrincipalDefault <= limits.emittedStreamEventsPerPrincipalMax,
+  "a principal's default share of the emit stream is within its most",
 );
 assert(
   limits.rejectionsRecordedMax + limits.protocolConflictsRecordedMax < limits.transitionsPerOperationMax / 2,

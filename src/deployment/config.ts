@@ -313,6 +313,7 @@ export const deploymentConfigSchema = {
             emitSubjectPrefix: { type: 'string', maxLength: 200, pattern: subjectTokens },
             emit: { enum: ['none', 'nats', 'jetstream'] },
             stream: { type: 'string', minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$' },
+            streamEventsPerPrincipal: { type: 'integer', minimum: 1, maximum: limits.emittedStreamEventsPerPrincipalMax },
             listen: {
               type: 'object',
               additionalProperties: false,

@@ -241,6 +241,12 @@ export interface WorkflowEventsConfig {
   emit?: 'none' | 'nats' | 'jetstream';
   /** The stream capturing `<emitSubjectPrefix>.>` that emit jetstream publishes to (default CONVOKE_EVENTS; created, or moved from `<subjectPrefix>.>`, at start with transport.manageStreams). */
   stream?: string;
+  /**
+   * With emit jetstream: the events of one principal the stream keeps (default 1 000, at most
+   * 10 000 000). Past them its oldest are purged, whatever their types: a principal emitting a
+   * great deal loses its own events from the stream, never another principal's.
+   */
+  streamEventsPerPrincipal?: number;
   /** Subscribes `<subjectPrefix>.>` and `<emitSubjectPrefix>.>` in this queue group (default convoke-workflow-events): each event is taken by one serve process. */
   listen?: { queue?: string };
   /** POST /workflow-events on the HTTP facade (default false). */
@@ -253,6 +259,7 @@ export const workflowEventsDefaults = {
   subjectPrefix: 'convoke.events',
   emitSubjectPrefix: 'convoke.emitted',
   stream: 'CONVOKE_EVENTS',
+  streamEventsPerPrincipal: limits.emittedStreamEventsPerPrincipalDefault,
   queue: 'convoke-workflow-events',
 } as const;
 

@@ -486,6 +486,7 @@ test("docs/reference.md: the defaults the serve config's tables state are the co
     ['subjectPrefix', workflowEventsDefaults.subjectPrefix, events],
     ['emitSubjectPrefix', workflowEventsDefaults.emitSubjectPrefix, events],
     ['stream', workflowEventsDefaults.stream, events],
+    ['streamEventsPerPrincipal', String(workflowEventsDefaults.streamEventsPerPrincipal), events],
     ['listen', workflowEventsDefaults.queue, events],
     ['emit', 'none', events],
     ['http', 'false', events],

@@ -14,7 +14,10 @@
  *   sending a message with that id as `Nats-Msg-Id` — the event still lands in the stream;
  * - an event publisher cannot keep a principal's emitted event from that principal's listens by
  *   sending first, on its own subject, an event under the identity the emitted one will carry
- *   (its type, source and derivable id): the two came from different senders, and both are taken.
+ *   (its type, source and derivable id): the two came from different senders, and both are taken;
+ * - a principal whose workflows emit past its share of the stream (workflows.events.streamEventsPerPrincipal)
+ *   loses its own oldest events from it, and every other principal's stay (the generated
+ *   coordinator user may purge the stream).
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -34,6 +37,8 @@ const prefix = 'shop.events';
 const emitPrefix = 'shop.emitted';
 const stream = 'SHOP_EMITTED';
 const placed = 'com.example.order.placed';
+/** Each principal's share of the stream: billing's workflows emit past it in the last test. */
+const share = 3;
 
 function bundle(): JsonObject {
   const b = e2eBundle();
@@ -70,7 +75,17 @@ const deployment = deploymentForSuite(
     groups: { reviewers: ['alfa'] },
     peers: {},
     commandClients: ['billing', 'sales'],
-    workflows: { events: { subjectPrefix: prefix, emitSubjectPrefix: emitPrefix, emit: 'jetstream', stream, listen: {}, publishers: { shop: [placed] } } },
+    workflows: {
+      events: {
+        subjectPrefix: prefix,
+        emitSubjectPrefix: emitPrefix,
+        emit: 'jetstream',
+        stream,
+        streamEventsPerPrincipal: share,
+        listen: {},
+        publishers: { shop: [placed] },
+      },
+    },
   },
   {
     startUp: async (f) => {
@@ -200,4 +215,23 @@ test('an event publisher cannot keep a principal’s emitted event from its list
       [eventId, { orderId: 'o-4' }],
     ],
   );
+});
+
+test('a principal emitting past its share of the stream loses its own oldest events from it; another principal’s stay', async () => {
+  const nc = await deployment.fixture.adminConnection();
+  const jsm = await jetstreamManager(nc);
+  const ofPrincipal = async (principal: string) => {
+    const subjects = (await jsm.streams.info(stream, { subjects_filter: `${emitPrefix}.${principal}.>` })).state.subjects ?? {};
+    return Object.values(subjects).reduce((sum, count) => sum + count, 0);
+  };
+  const sales = await ofPrincipal('sales');
+  assert.ok(sales > 0 && sales <= share, `sales holds ${sales} events, within its share`);
+  for (const key of ['e-1', 'e-2', 'e-3', 'e-4', 'e-5']) {
+    const id = await start('billing', 'announce', key, { orderId: key });
+    await eventually(() => finished(id), `billing's ${key} published`, 20_000);
+  }
+  assert.equal(await ofPrincipal('billing'), share, 'billing holds its share: its latest events');
+  const latest = await jsm.streams.getMessage(stream, { last_by_subj: `${emitPrefix}.billing.${placed}` });
+  assert.deepEqual(latest?.json<CloudEvent>().data, { orderId: 'e-5' });
+  assert.equal(await ofPrincipal('sales'), sales, 'every event of sales’ is still in the stream');
 });

@@ -15,6 +15,8 @@
  *   (`emittedMessageId`), so a republish after a crash is dropped by the stream's duplicate window
  *   and, past it, by any consumer that keys on the event's id. The stream captures only the
  *   emitted space, which nobody else can publish to: no one can take a message id in it first.
+ *   Given the stream and each principal's share of it, the principal's events past its share are
+ *   purged after its event is stored (EmittedStreamTrim): its own oldest, never another's.
  * - The intake subscriptions take events for waiting `listen` tasks on `<prefix>.>` and, when
  *   given, `<emitPrefix>.>`: an event is parsed strictly (I-JSON, as POST /workflow-events parses
  *   it) and checked (its subject must be its type's subject in its space: a publisher allowed one
@@ -63,13 +65,14 @@ import {
   type CloudEventSink,
   type EmitOrigin,
 } from '../../contract/cloudevents.js';
-import { AdapterError, AssertionFailure, conflict, invalidInput, isAdapterError, unavailable } from '../../contract/errors.js';
+import { AdapterError, AssertionFailure, assert, conflict, invalidInput, isAdapterError, unavailable } from '../../contract/errors.js';
 import { PrincipalSlots } from '../../contract/principal-slots.js';
 import { subjectSpacesOverlap } from '../../contract/ids.js';
 import { parseStrictBytes } from '../../contract/ijson.js';
 import { doublingDelayMs, SystemClock, type Clock, type TimerHandle } from '../../contract/clock.js';
 import type { JsonValue } from '../../contract/json.js';
 import { limits } from '../../contract/limits.js';
+import { EmittedStreamTrim, type EmittedStreamTrimOptions } from './emitted-stream-trim.js';
 import { msToNanos } from './nats-codec.js';
 import { deniedByNats } from './nats-startup.js';
 import { classifyNatsError, messageBytes, pastMaxPayload, streamMessageTooLarge, toAdapterError } from './nats-errors.js';
@@ -94,10 +97,20 @@ export interface NatsCloudEventSinkOptions {
   emitSubjectPrefix: string;
   /** Publish through JetStream (a stream must capture `<emitSubjectPrefix>.>`), with Nats-Msg-Id from the task execution. */
   jetstream?: boolean;
+  /**
+   * With jetstream: the stream capturing `<emitSubjectPrefix>.>`, and the events of one principal
+   * it keeps (EmittedStreamTrim: past them the principal's oldest are purged). Without them, the
+   * stream's shared bounds alone decide what it keeps.
+   */
+  stream?: string;
+  eventsPerPrincipal?: number;
+  /** Told when trimming a principal's events failed (EmittedStreamTrimOptions.onTrimFailed). */
+  onTrimFailed?: EmittedStreamTrimOptions['onTrimFailed'];
 }
 
 export class NatsCloudEventSink implements CloudEventSink {
   private readonly js: JetStreamClient | undefined;
+  private readonly trim: EmittedStreamTrim | undefined;
 
   constructor(
     private readonly nc: NatsConnection,
@@ -105,6 +118,9 @@ export class NatsCloudEventSink implements CloudEventSink {
   ) {
     checkPrefix(options.emitSubjectPrefix);
     this.js = options.jetstream ? jetstream(nc) : undefined;
+    const { stream, eventsPerPrincipal, onTrimFailed, emitSubjectPrefix } = options;
+    if (this.js && stream !== undefined && eventsPerPrincipal !== undefined)
+      this.trim = new EmittedStreamTrim(nc, { stream, emitSubjectPrefix, eventsPerPrincipal, ...(onTrimFailed ? { onTrimFailed } : {}) });
   }
 
   /** Past the server's max_payload (the message: the event's JSON and its headers), as the connection's server announced it. */
@@ -134,6 +150,8 @@ export class NatsCloudEventSink implements CloudEventSink {
       if (failure.kind === 'invalid') throw invalidInput(`publishing ${subject}: ${this.payloadRefusal(message) ?? failure.detail}`, error);
       throw new AdapterError('unavailable', `publishing ${subject}: ${failure.detail}`, { cause: error });
     }
+    // The stream has the event: its principal's oldest past its share are purged now, when due (never failing the emit).
+    await this.trim?.published(origin.principalId);
   }
 
   /** The NATS message an emitted event is: its subject, its JSON, its headers (with JetStream, the message id the client adds). */
@@ -562,9 +580,15 @@ async function receive(msg: Msg, space: Space, intake: CloudEventIntake): Promis
 /**
  * The bounds of the stream convoke makes for emitted events: it holds them for their consumers
  * for a day at most, within a gibibyte, the oldest dropped first (discard old: an emit is never
- * refused for a full stream, so no principal's flood stalls another's workflows).
+ * refused for a full stream, so no principal's flood stalls another's workflows). They are
+ * shared; each principal's share is held by the sink (EmittedStreamTrim).
  */
 export const emittedStreamBounds = { maxAgeMs: 24 * 60 * 60 * 1000, maxBytes: 1024 ** 3 } as const;
+
+assert(
+  limits.emittedStreamEventsPerPrincipalDefault * limits.cloudEventBytesMax <= emittedStreamBounds.maxBytes / 4,
+  'one principal at its default share of the emit stream, in the largest events, holds at most a quarter of the stream convoke makes',
+);
 
 export interface EmittedStreamOptions {
   stream: string;
@@ -631,5 +655,22 @@ export async function ensureEmittedEventStream(jsm: JetStreamManager, options: E
         `max_age ${info.config.max_age} ns, max_bytes ${info.config.max_bytes}), and could not be updated (transport.manageStreams grants it): ${classifyNatsError(cause).detail}`,
       cause,
     );
+  }
+}
+
+/**
+ * Whether this NATS user may purge the emit stream, which holding each principal to its share
+ * needs (EmittedStreamTrim): asked at start with a purge of `<emitSubjectPrefix>._`, a subject no
+ * emitted event is published on (`_` stands for no principal, and every emitted subject names a
+ * type after its principal), so nothing is purged. Refused, `convoke serve` does not start: every
+ * trim would fail, and one principal's events could evict every other's again.
+ */
+export async function checkEmittedStreamTrim(jsm: JetStreamManager, options: Pick<EmittedStreamOptions, 'stream' | 'emitSubjectPrefix'>): Promise<void> {
+  checkPrefix(options.emitSubjectPrefix);
+  try {
+    await jsm.streams.purge(options.stream, { filter: `${options.emitSubjectPrefix}._` });
+  } catch (error) {
+    const doing = `workflows.events: purging stream ${options.stream} (each principal's events past workflows.events.streamEventsPerPrincipal)`;
+    throw deniedByNats(error, doing) ?? toAdapterError(error, doing);
   }
 }

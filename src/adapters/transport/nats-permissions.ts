@@ -164,7 +164,7 @@ export function eventPublisherPermissions(principalId: string, subjects: readonl
 /**
  * What a workflow host adds to its coordinator's user for `workflows.events`: publish on the
  * emitted events' space (`<emitSubjectPrefix>.>`, where no other user may publish) when it emits
- * (JetStream: the stream's info, and its creation and update with manageStreams), subscribe to
+ * (JetStream: the stream's info and purge, and its creation and update with manageStreams), subscribe to
  * both spaces when it listens, and answer event requests inside event publishers' inboxes. It
  * never publishes on the outside events' space: an emitted event cannot pass for a publisher's.
  */
@@ -181,7 +181,8 @@ export function workflowEventHostPermissions(options: {
   const subscribe: string[] = [];
   if (options.emit !== 'none') publish.push(emitted);
   if (options.emit === 'jetstream') {
-    publish.push(`$JS.API.STREAM.INFO.${options.stream}`);
+    // Purge: each principal is held to its share of the stream (emitted-stream-trim.ts).
+    publish.push(`$JS.API.STREAM.INFO.${options.stream}`, `$JS.API.STREAM.PURGE.${options.stream}`);
     if (options.manageStreams) publish.push(`$JS.API.STREAM.CREATE.${options.stream}`, `$JS.API.STREAM.UPDATE.${options.stream}`);
   }
   if (options.listen) {

@@ -117,6 +117,20 @@ function emittedDroppedLog(logger: Pino, clock: Clock): NonNullable<WorkflowHost
   return (subject, reason, detail) => notices(new Error(`${subject} (${reason}): ${detail}`));
 }
 
+/** Purging a principal's events past its share of the emit stream failed (tried again at its next event): said, without a flood. */
+function emitStreamTrimLog(logger: Pino, clock: Clock): NonNullable<WorkflowHostParts['onEmitStreamTrimFailed']> {
+  const workflows = logger.child({ component: 'workflows' });
+  const notices = failureNotices(
+    (notice) =>
+      workflows.warn(
+        { event: 'emit-stream-trim-failed', ...notice },
+        "a principal's events past its share of the emit stream were not purged; they are at its next emitted event",
+      ),
+    clock,
+  );
+  return (principalId, error) => notices(new Error(`${principalId}: ${error.description ?? error.message}`));
+}
+
 /**
  * How serve hosts its workflow instances, with the deployment's workflow secrets: read once,
  * before anything runs (a missing or unreadable one stops the start), each with the origins it
@@ -141,6 +155,7 @@ async function workflowHostOf(config: DeploymentConfig, env: NodeJS.ProcessEnv, 
       secretOrigins,
       onFailure: workflowFailureLog(logger, parts.clock),
       onEmittedDropped: emittedDroppedLog(logger, parts.clock),
+      onEmitStreamTrimFailed: emitStreamTrimLog(logger, parts.clock),
       onSubscriptionLost: (subject, error) =>
         workflows.error(
           { event: 'workflow-event-intake-lost', subject, kind: error.kind, description: error.description },
