@@ -72,9 +72,11 @@ export function jsonPointer(segments: readonly (string | number)[]): string {
  * all: Infinity or NaN, which JSON.stringify writes as null (JSON.parse reads `1e400` as Infinity);
  * and invalidInput for a value nested deeper than limits.jsonDepthMax, which this parser (a NATS
  * client reading a reply, a peer reading its request) would refuse to read back (a jq result, read
- * with JSON.parse, may nest as deep as jq goes).
+ * with JSON.parse, may nest as deep as jq goes). `levels` are those a record adds above the values
+ * it holds (a step's results, one level down): each value is held to limits.jsonDepthMax on its
+ * own, so the whole to that plus `levels`.
  */
-export function asLogged(value: JsonValue, what = 'value'): JsonValue {
+export function asLogged(value: JsonValue, what = 'value', levels = 0): JsonValue {
   let negativeZero = false;
   const stack: JsonValue[] = [value];
   // The depth of each container on the stack, beside it (a number array: no object per entry).
@@ -90,7 +92,7 @@ export function asLogged(value: JsonValue, what = 'value'): JsonValue {
       if (item === 0 && 1 / item < 0) negativeZero = true;
     } else if (typeof item === 'object' && item !== null) {
       // A container the strict parser would refuse to read back (a client's reply, a store's canonical check).
-      if (depth >= limits.jsonDepthMax) throw invalidInput(`${what}: nesting deeper than ${limits.jsonDepthMax}`);
+      if (depth >= limits.jsonDepthMax + levels) throw invalidInput(`${what}: nesting deeper than ${limits.jsonDepthMax}${heldBelow(levels)}`);
       for (const member of Array.isArray(item) ? item : Object.values(item)) {
         stack.push(member);
         depths.push(depth + 1);
@@ -98,6 +100,11 @@ export function asLogged(value: JsonValue, what = 'value'): JsonValue {
     }
   }
   return negativeZero ? (JSON.parse(JSON.stringify(value)) as JsonValue) : value;
+}
+
+/** Where a value too deep is, in asLogged's refusal: nothing for the record itself, else the levels above it. */
+function heldBelow(levels: number): string {
+  return levels === 0 ? '' : ` in a value held ${levels} level${levels === 1 ? '' : 's'} below the root`;
 }
 
 /**

@@ -42,6 +42,9 @@ import type { Frame, Interpreting, InterpreterDeps, Outcome } from './run.js';
 
 export type { Frame, InterpreterDeps, Outcome, TaskRun } from './run.js';
 
+/** The levels a step recording a call's `with` adds above each expression's result: they are an array. */
+const expressionResultsLevels = 1;
+
 const leafKinds: ReadonlySet<TaskKind> = new Set(['set', 'raise', 'call', 'wait', 'emit', 'listen', 'run']);
 
 /** The facts the interpreter may hold until the next transition that must commit (see above). */
@@ -230,9 +233,10 @@ export class Interpreter implements Interpreting {
    * key, an emitted event under its id, an idempotent HTTP request); otherwise its answer is an
    * `uncertain` communication error. An expression's result, and the answer of a call that may
    * be made again, are held for the next transition; the answer of one that may not is
-   * recorded at once.
+   * recorded at once. `levels` are those the step's value adds above the values it holds, each
+   * held to limits.jsonDepthMax on its own (logged).
    */
-  async step(at: string, frame: Frame, kind: 'expression' | 'call', compute: () => Promise<JsonValue>, rerun = true): Promise<JsonValue> {
+  async step(at: string, frame: Frame, kind: 'expression' | 'call', compute: () => Promise<JsonValue>, rerun = true, levels = 0): Promise<JsonValue> {
     const recorded = this.record.steps[at] ?? this.heldStep(at);
     if (recorded) return this.replayedAt(at, recorded);
     this.alive(frame);
@@ -244,7 +248,7 @@ export class Interpreter implements Interpreting {
       if (kind === 'call' && this.record.calls[at]?.epoch !== epoch)
         await this.propose({ command: 'call-started', events: [{ type: 'call-started', v: 1, at, epoch }] });
       try {
-        result = { ok: this.logged(at, kind, await compute()) };
+        result = { ok: this.logged(at, kind, await compute(), levels) };
       } catch (error) {
         if (!(error instanceof WorkflowRaise)) throw error;
         result = { error: error.error };
@@ -267,11 +271,13 @@ export class Interpreter implements Interpreting {
    * resumption of it see one value: a -0 is kept as the 0 the log reads back, and a number JSON
    * cannot write (a service answering `1e400`, read as Infinity), or a value nested deeper than
    * limits.jsonDepthMax (a jq result), is the step's error, recorded as its answer, where a `try`
-   * can catch it.
+   * can catch it. A value the step holds `levels` below its root (each expression's result in a
+   * call's `with`) is held to limits.jsonDepthMax on its own: the levels the record adds are not
+   * counted against it.
    */
-  private logged(at: string, kind: 'expression' | 'call', value: JsonValue): JsonValue {
+  private logged(at: string, kind: 'expression' | 'call', value: JsonValue, levels: number): JsonValue {
     try {
-      return asLogged(value, kind === 'call' ? `the answer of ${at}` : `the result of ${at}`);
+      return asLogged(value, kind === 'call' ? `the answer of ${at}` : `the result of ${at}`, levels);
     } catch (error) {
       if (!isAdapterError(error) || error.kind !== 'invalid-input') throw error;
       const instance = taskPointerOf(at, this.record);
@@ -327,7 +333,9 @@ export class Interpreter implements Interpreting {
   /**
    * A call's arguments: its `with` with the enclosed expressions evaluated, recorded under `at` as
    * the expressions' results alone (log format 2: the rest is the document's, which the start
-   * holds) — or, in a log written before, the whole value as it was recorded.
+   * holds) — or, in a log written before, the whole value as it was recorded. Each result is held
+   * to limits.jsonDepthMax on its own, one level below the array that records them: a `with.input`
+   * one expression builds 64 levels deep is a contract's input, as admission takes it.
    */
   async evaluateArgs(
     at: string,
@@ -339,10 +347,17 @@ export class Interpreter implements Interpreting {
   ): Promise<JsonValue> {
     if (this.record.started.format !== 2) return this.evaluateValue(at, value, input, frame, extra, ref);
     if (!hasExpression(value)) return value;
-    const results = await this.step(at, frame, 'expression', () => {
-      let vars: Record<string, JsonValue> | undefined;
-      return expressionResults(value, (program) => this.jq(program, input, () => (vars ??= this.vars(frame, extra)), ref));
-    });
+    const results = await this.step(
+      at,
+      frame,
+      'expression',
+      () => {
+        let vars: Record<string, JsonValue> | undefined;
+        return expressionResults(value, (program) => this.jq(program, input, () => (vars ??= this.vars(frame, extra)), ref));
+      },
+      true,
+      expressionResultsLevels,
+    );
     const args = Array.isArray(results) ? withResults(value, results) : undefined;
     if (args === undefined)
       throw new AssertionFailure(`workflow ${this.record.instanceId}: step ${at} does not hold one result per expression of its arguments`);

@@ -133,7 +133,7 @@ export interface Interpreting {
   /** Throws Halted when the frame was stopped or the instance is no longer running. */
   alive(frame: Frame): void;
   /** `rerun`: whether a call found started but unanswered (its worker stopped) may be made again. */
-  step(at: string, frame: Frame, kind: 'expression' | 'call', compute: () => Promise<JsonValue>, rerun?: boolean): Promise<JsonValue>;
+  step(at: string, frame: Frame, kind: 'expression' | 'call', compute: () => Promise<JsonValue>, rerun?: boolean, levels?: number): Promise<JsonValue>;
   evaluate(at: string, expression: string, input: JsonValue, frame: Frame, extra: Readonly<Record<string, JsonValue>>, ref: string): Promise<JsonValue>;
   evaluateValue(at: string, value: JsonValue, input: JsonValue, frame: Frame, extra: Readonly<Record<string, JsonValue>>, ref: string): Promise<JsonValue>;
   evaluateArgs(at: string, value: JsonValue, input: JsonValue, frame: Frame, extra: Readonly<Record<string, JsonValue>>, ref: string): Promise<JsonValue>;

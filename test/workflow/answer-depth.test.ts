@@ -1,0 +1,90 @@
+/**
+ * A value is held to limits.jsonDepthMax (64) levels on its own, and what a workflow records
+ * around it adds levels it is allowed: a call's `with` is recorded as its expressions' results,
+ * each one level down. A `with.input` built by one expression to 64 levels is admitted; one of 65
+ * is the expression's error.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { MemoryEventStore } from '../../src/adapters/store/memory.js';
+import { SystemClock } from '../../src/contract/clock.js';
+import type { JsonObject } from '../../src/contract/json.js';
+import { limits } from '../../src/contract/limits.js';
+import { createEmbedded, type Embedded } from '../../src/deployment/embedded.js';
+import { peerIds, reviewBundle } from '../../src/deployment/examples.js';
+import { harness, runToEnd, yaml } from './support.js';
+
+/** A value `levels` deep: objects in objects, the innermost empty (`{}` is 1 level). */
+function nested(levels: number): JsonObject {
+  let value: JsonObject = {};
+  for (let i = 1; i < levels; i++) value = { a: value };
+  return value;
+}
+
+/** One reviewer answering a result `input.levels` deep (its `note`), collected into the output. */
+async function deployment(clock: SystemClock): Promise<Embedded> {
+  const peers = peerIds(1);
+  const embedded = await createEmbedded({
+    clock,
+    store: new MemoryEventStore({ clock }),
+    bundle: reviewBundle({
+      input: { type: 'object', required: ['document'] },
+      result: { type: 'object', required: ['verdict'] },
+      output: { type: 'object' },
+      aggregate: { kind: 'collect' },
+      completion: { mode: 'quorum', count: 1 },
+      timeoutMs: 1000,
+    }),
+    groups: { reviewers: peers },
+  });
+  for (const peerId of peers)
+    await embedded.addPeer(peerId, {
+      review: async (input) => {
+        const levels = (input as { levels?: number }).levels;
+        const result: JsonObject = { verdict: 'approve' };
+        if (typeof levels === 'number') result.note = nested(levels - 1);
+        return result;
+      },
+    });
+  return embedded;
+}
+
+const head = `document: { dsl: '1.0.3', namespace: test, name: depth, version: '1.0.0' }\n`;
+const contract = (digest: string) => `contract: { id: lab.review, version: '1.0.0', digest: '${digest}' }`;
+
+const builtInput = (digest: string) =>
+  yaml(`${head}do:
+  - review:
+      try:
+        - call:
+            call: invoke-contract
+            with:
+              ${contract(digest)}
+              interaction: review
+              input: '\${ reduce range(.levels - 1) as $i ({document: "x"}; {document: "x", a: .}) }'
+      catch:
+        errors: { with: { type: https://serverlessworkflow.io/spec/1.0.0/errors/expression } }
+        as: failure
+        do:
+          - note: { set: { caught: '\${ $failure.title }', detail: '\${ $failure.detail }' } }
+`);
+
+test('a with.input one expression builds to 64 levels is the contract’s input; one of 65 is the expression’s error, caught', async () => {
+  const clock = new SystemClock();
+  const embedded = await deployment(clock);
+  const h = harness({ clock, invocations: embedded.coordinator });
+  try {
+    const digest = embedded.bundle.ref.digest;
+    const record = await runToEnd(h, builtInput(digest), { levels: limits.jsonDepthMax }, 'deepest-input');
+    assert.equal(record.status, 'completed', JSON.stringify(record.error));
+    assert.equal((record.output as { decision?: { outcome: string } }).decision?.outcome, 'success', JSON.stringify(record.output));
+    const refused = await runToEnd(h, builtInput(digest), { levels: limits.jsonDepthMax + 1 }, 'too-deep-input');
+    assert.equal(refused.status, 'completed', JSON.stringify(refused.error));
+    const caught = refused.output as { caught: string; detail: string };
+    assert.equal(caught.caught, 'Value not recordable');
+    assert.match(caught.detail, /nesting deeper than 64/);
+  } finally {
+    await h.close();
+    await embedded.close();
+  }
+});
