@@ -23,6 +23,7 @@ import { describeErrors } from '../contract/validation.js';
 import type { Transport } from '../adapters/transport/types.js';
 import { parseWorkflowListParameters, type WorkflowListPage } from '../runtime/workflow-list.js';
 import { requestCommand } from './request.js';
+import { outputResultLevels } from '../projections/views.js';
 import {
   workflowInstanceSchema,
   workflowStartRequestLevels,
@@ -91,8 +92,12 @@ export const workflowReplySchema = {
   ],
 } as const;
 
-/** The levels a workflow reply holds a value below its root: an instance's output, at `instance.output`. */
-export const workflowReplyLevels = 2;
+/**
+ * The levels a workflow reply holds a value below its root: an instance's output, at
+ * `instance.output` (2), may be a contract call's answer, which holds the contract's output one
+ * level down and a peer's result outputResultLevels further (the executor's contractAnswerLevels).
+ */
+export const workflowReplyLevels = 2 + 1 + outputResultLevels;
 
 const validators: Record<WorkflowCommandVerb, ValidateFunction> = {
   'workflow-start': ajv.compile(workflowStartRequestSchema),

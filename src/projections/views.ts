@@ -87,6 +87,12 @@ export function branchViews(record: OperationRecord): BranchView[] {
 }
 
 /**
+ * The levels an aggregate output holds a peer's result below its root, at most: a collected
+ * output's `outcomes[i].result` (a first-success output's `result` is one level down).
+ */
+export const outputResultLevels = 3;
+
+/**
  * The aggregate output of a closed decision, or null; never throws. It projects the accepted
  * outcomes as of the closing transition only, so it is fixed with the decision: a cancelling
  * sibling's result recorded afterwards shows in the branches and the settlement, not here.

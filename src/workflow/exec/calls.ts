@@ -17,7 +17,7 @@ import { cutText, ownMember, setMember, type JsonObject, type JsonValue } from '
 import { limits } from '../../contract/limits.js';
 import { quoted } from '../../contract/validation.js';
 import type { ContractRef, WaitFor } from '../../contract/types.js';
-import type { InvocationResult } from '../../projections/views.js';
+import { outputResultLevels, type InvocationResult } from '../../projections/views.js';
 import { stageInvocationKey } from '../ids.js';
 import { contractDecisionErrorType, contractOutputErrorType, contractSettlementErrorType } from '../contract-errors.js';
 import { isObject } from './document.js';
@@ -622,8 +622,18 @@ async function callContract(interpreter: Interpreter, run: TaskRun, raw: JsonObj
   }
   const child = interpreter.record.children[run.at];
   if (!child) throw new Halted(`child of ${run.at} was not recorded`);
-  return interpreter.step(`${run.at}>invoke`, run.frame, 'call', () => invokeAndWait(interpreter, run, args, child.invocationKey, child.operationId));
+  const invoke = () => invokeAndWait(interpreter, run, args, child.invocationKey, child.operationId);
+  return interpreter.step(`${run.at}>invoke`, run.frame, 'call', invoke, true, contractAnswerLevels);
 }
+
+/**
+ * The levels a contract call's answer adds above a peer's result, which the peer and the
+ * coordinator hold to limits.jsonDepthMax on its own: the answer holds the contract's output one
+ * level down, and a collected output holds each result three further (`output.outcomes[i].result`).
+ * The answer is recorded, and is the task's output, with them: a result the contract decided on is
+ * never refused for the levels the answer puts above it.
+ */
+export const contractAnswerLevels = 1 + outputResultLevels;
 
 const reached = (result: InvocationResult, waitFor: WaitFor): boolean =>
   waitFor === 'settled' ? result.settlement.status !== 'pending' : result.decision !== null;
