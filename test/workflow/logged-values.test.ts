@@ -187,3 +187,33 @@ do:
     await h.close();
   }
 });
+
+test('an HTTP answer of 64 levels is the call’s `response` output’s content, one level down; one of 65 is the call’s communication error', async () => {
+  let levels = 64;
+  const server = createServer((_request, response) => {
+    response.setHeader('content-type', 'application/json');
+    response.end('{"a":'.repeat(levels - 1) + '{}' + '}'.repeat(levels - 1));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const document = yaml(`document: { dsl: '1.0.3', namespace: test, name: response, version: '1.0.0' }
+do:
+  - fetch:
+      call: http
+      with: { method: get, endpoint: '${url}/', output: response }
+`);
+  const h = harness();
+  try {
+    const done = await runToEnd(h, document, {}, 'response-64');
+    assert.equal(done.status, 'completed', JSON.stringify(done.error));
+    assert.equal((done.output as JsonObject).statusCode, 200);
+    levels = 65;
+    const deep = await runToEnd(h, document, {}, 'response-65');
+    assert.equal(deep.status, 'faulted');
+    assert.equal(deep.error?.status, 502);
+    assert.match(deep.error?.detail ?? '', /nesting deeper than 64 in a value held 1 level below the root/);
+  } finally {
+    await h.close();
+    await new Promise((resolve) => server.close(resolve));
+  }
+});

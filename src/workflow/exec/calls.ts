@@ -41,7 +41,8 @@ export async function runCall(interpreter: Interpreter, run: TaskRun): Promise<J
   const shown = secret.length === 0 ? spec : redactAt(spec, secret);
   const args = await interpreter.evaluateArgs(`${run.at}>with`, shown, run.input, run.frame, { input: run.input }, run.entry.pointer);
   if (!isObject(args)) throw raise('validation', 400, 'Invalid call arguments', run.entry.pointer, 'with must be an object');
-  if (task.call === 'http') return interpreter.step(`${run.at}>http`, run.frame, 'call', () => sendHttp(interpreter, run, args, secret), httpRerunnable(args));
+  if (task.call === 'http')
+    return interpreter.step(`${run.at}>http`, run.frame, 'call', () => sendHttp(interpreter, run, args, secret), httpRerunnable(args), httpAnswerLevels(args));
   if (task.call === 'openapi') return callOpenApi(interpreter, run, args, secret);
   if (task.call === contractFunction) return callContract(interpreter, run, args);
   throw raise('configuration', 400, 'Unsupported call', run.entry.pointer, `call ${JSON.stringify(task.call)} is not supported`);
@@ -472,6 +473,14 @@ async function sendHttpAs(interpreter: Interpreter, run: TaskRun, args: JsonObje
   return content;
 }
 
+/**
+ * The levels an HTTP call's answer adds above the content it read, which is held to
+ * limits.jsonDepthMax on its own: a `response` output holds it one level down (`content`).
+ */
+function httpAnswerLevels(args: JsonObject): number {
+  return args.output === 'response' ? 1 : 0;
+}
+
 function decodeContent(bytes: Buffer, contentType: string): JsonValue {
   if (bytes.length === 0) return null;
   if (/[/+]json\b/i.test(contentType)) {
@@ -525,6 +534,7 @@ async function callOpenApi(interpreter: Interpreter, run: TaskRun, args: JsonObj
     'call',
     () => sendHttp(interpreter, run, call, movedSecrets(secret, ['authentication'], ['endpoint', 'authentication']), send),
     httpRerunnable(call),
+    httpAnswerLevels(call),
   );
 }
 
