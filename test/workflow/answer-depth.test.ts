@@ -20,7 +20,7 @@ import type { JsonObject } from '../../src/contract/json.js';
 import { limits } from '../../src/contract/limits.js';
 import { createEmbedded, type Embedded } from '../../src/deployment/embedded.js';
 import { peerIds, reviewBundle } from '../../src/deployment/examples.js';
-import { harness, runToEnd, yaml } from './support.js';
+import { delegatingParent, harness, runToEnd, workflowsAmong, yaml } from './support.js';
 
 /** A value `levels` deep: objects in objects, the innermost empty (`{}` is 1 level). */
 function nested(levels: number): JsonObject {
@@ -162,6 +162,30 @@ test('a with.input one expression builds to 64 levels is the contract’s input;
     const caught = refused.output as { caught: string; detail: string };
     assert.equal(caught.caught, 'Value not recordable');
     assert.match(caught.detail, /nesting deeper than 64/);
+  } finally {
+    await h.close();
+    await embedded.close();
+  }
+});
+
+test('a child workflow whose output is a contract call’s answer around a 64-level result is its parent’s run answer too', async () => {
+  const clock = new SystemClock();
+  const embedded = await deployment(clock);
+  const child = yaml(`document: { dsl: '1.0.3', namespace: t, name: child, version: '1.0.0' }
+do:
+  - review:
+      call: invoke-contract
+      with:
+        ${contract(embedded.bundle.ref.digest)}
+        interaction: review
+        input: { document: x, levels: '\${ .levels }' }
+`);
+  const h = harness({ clock, invocations: embedded.coordinator, workflows: workflowsAmong([child]) });
+  try {
+    const record = await runToEnd(h, delegatingParent('parent', 'child'), { levels: limits.jsonDepthMax }, 'deepest-child');
+    assert.equal(record.status, 'completed', JSON.stringify(record.error));
+    const outcomes = ((record.output as JsonObject).output as { outcomes: JsonObject[] }).outcomes;
+    assert.deepEqual(outcomes[0]?.result, { verdict: 'approve', note: nested(limits.jsonDepthMax - 1) });
   } finally {
     await h.close();
     await embedded.close();
