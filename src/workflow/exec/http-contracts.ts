@@ -27,12 +27,15 @@ import { waitForHeader } from '../../runtime/boundary.js';
 
 /**
  * What the interpreter needs of a contract runtime: admit (or find) an operation, wait on it, and
- * read or cancel it (a compete fork's losing branches). An invoke may take the call's signal:
- * one that sends its request again while the answer is uncertain (HttpContracts) stops when the
- * task's or the workflow's timeout stops the call; the coordinator's own invoke answers at once.
+ * read or cancel it (a compete fork's losing branches). An invoke, a read and a cancel may take
+ * the signal of the run that asks: one that sends its request again while the answer is uncertain
+ * (HttpContracts) stops when the task's or the workflow's timeout stops the call or the release;
+ * the coordinator's own calls answer at once.
  */
-export type ContractCalls = Pick<InvocationService, 'wait' | 'get' | 'cancel'> & {
+export type ContractCalls = Pick<InvocationService, 'wait'> & {
   invoke(caller: Caller, request: InvocationRequest, signal?: AbortSignal): Promise<Invoked>;
+  get(principalId: string, operationId: string, signal?: AbortSignal): Promise<InvocationResult>;
+  cancel(principalId: string, operationId: string, signal?: AbortSignal): Promise<InvocationResult>;
 };
 
 export type CredentialReference = { env: string } | { file: string };
@@ -117,15 +120,15 @@ export class HttpContracts implements ContractCalls {
     return { result, reached };
   }
 
-  async get(_principalId: string, operationId: string): Promise<InvocationResult> {
+  async get(_principalId: string, operationId: string, signal?: AbortSignal): Promise<InvocationResult> {
     const url = `${this.base}/contract-invocations/${encodeURIComponent(operationId)}`;
-    return (await this.withRetries(undefined, (signal) => this.send('GET', url, undefined, 0, signal))).result;
+    return (await this.withRetries(signal, (attempt) => this.send('GET', url, undefined, 0, attempt))).result;
   }
 
   /** Caller cancellation; sent again while uncertain (cancelling twice answers the same decision). */
-  async cancel(_principalId: string, operationId: string): Promise<InvocationResult> {
+  async cancel(_principalId: string, operationId: string, signal?: AbortSignal): Promise<InvocationResult> {
     const url = `${this.base}/contract-invocations/${encodeURIComponent(operationId)}/cancel`;
-    return (await this.withRetries(undefined, (signal) => this.send('POST', url, undefined, 0, signal))).result;
+    return (await this.withRetries(signal, (attempt) => this.send('POST', url, undefined, 0, attempt))).result;
   }
 
   /**

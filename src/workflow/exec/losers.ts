@@ -9,13 +9,16 @@
  *
  * A recovered worker that finds a child bound but not yet disposed asks again: cancelling an
  * operation already cancelled answers its decision (reason cancelled), so the disposition is the
- * same.
+ * same. A release that the fork's run stops (a timeout that fires while the runtime's answer is
+ * uncertain and asked again) records nothing: the child stays bound and not disposed, as one the
+ * worker never came to.
  */
 import { AdapterError } from '../../contract/errors.js';
 import { cutText } from '../../contract/json.js';
 import { limits } from '../../contract/limits.js';
 import { isNotFound } from '../../runtime/errors.js';
 import type { ContractCalls } from './http-contracts.js';
+import { Halted } from './journal.js';
 import { ranInside, schemeOf, type Execution } from './keys.js';
 import type { ChildDisposed, ChildDisposition } from './events.js';
 import type { ChildRecord, WorkflowRecord } from './record.js';
@@ -33,6 +36,8 @@ export function openChildrenOf(record: WorkflowRecord, branches: readonly Execut
  * (the instance is driven again). A cancel the runtime refuses — not declared, denied, or invalid
  * for good — leaves the child detached, the refusal recorded as the detail; so does one refused
  * `expired` once `nowMs` is limits.workflowLoserCancelExpiredAfterMs past the child's deadline.
+ * `signal` is the fork's run: once it aborts nothing more is sent, and a request it stopped is
+ * thrown as Halted (no disposition; the caller records none once it has aborted).
  */
 export async function dispose(
   service: ContractCalls | undefined,
@@ -41,6 +46,7 @@ export async function dispose(
   at: string,
   child: ChildRecord,
   nowMs: () => number,
+  signal?: AbortSignal,
 ): Promise<ChildDisposed> {
   const event = (disposition: ChildDisposition, detail: string): ChildDisposed => ({
     type: 'child-disposed',
@@ -54,18 +60,19 @@ export async function dispose(
   if (!service) return event('not-admitted', 'no contract runtime: the call was never made');
   let deadlineMs: number | undefined;
   try {
-    const current = await service.get(principalId, child.operationId);
+    const current = await service.get(principalId, child.operationId, signal);
     deadlineMs = current.deadlineMs;
     // Decided when the release looks, which is after the win: before the win, or between the two (the look cannot tell).
     if (current.decision !== null && current.decision.reason !== 'cancelled')
       return event('already-closed', `decided ${current.decision.outcome} (${current.decision.reason}) before the fork's release came to it`);
-    const cancelled = await service.cancel(principalId, child.operationId);
+    const cancelled = await service.cancel(principalId, child.operationId, signal);
     // A cancel that finds the decision closed answers that decision: closed by the child's own
     // rule or timeout since it was looked at, it was not cancelled (and its output stands).
     if (cancelled.decision !== null && cancelled.decision.reason !== 'cancelled')
       return event('already-closed', `decided ${cancelled.decision.outcome} (${cancelled.decision.reason}) before its cancel was recorded`);
     return event('cancelled', `cancelled by the caller; decision ${cancelled.decision?.outcome ?? 'pending'} (${cancelled.decision?.reason ?? 'none'})`);
   } catch (error) {
+    if (signal?.aborted) throw new Halted(`the release of operation ${child.operationId} was stopped`);
     if (isNotFound(error)) return event('not-admitted', 'the runtime holds no operation under the bound key');
     if (error instanceof AdapterError && (error.kind === 'unsupported' || error.kind === 'denied')) return event('detached', error.message);
     // A cancel refused as invalid (the child's log full at its store) meets the same refusal every

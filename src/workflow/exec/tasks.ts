@@ -225,8 +225,13 @@ async function releaseLosers(
   );
   const principalId = interpreter.record.started.principalId;
   const disposed: WorkflowEvent[] = [];
+  const nowMs = () => interpreter.deps.journal.nowMs();
   for (const [at, child] of openChildrenOf(interpreter.record, losing))
-    disposed.push(await dispose(interpreter.deps.invocations, principalId, run.at, at, child, () => interpreter.deps.journal.nowMs()));
+    disposed.push(await dispose(interpreter.deps.invocations, principalId, run.at, at, child, nowMs, run.frame.signal));
+  // Stopped meanwhile (a timeout, the instance's end): nothing is recorded. The child workflows the
+  // losers awaited are released with the timed-out task or the ended instance; a bound child
+  // operation is asked again by the next drive that comes to the release.
+  if (run.frame.signal.aborted) throw new Halted('the release of the losing branches was stopped');
   // The child workflow instances the losers awaited: cancelled by this parent, which owns them.
   const released = await releaseSubworkflows(
     interpreter,
