@@ -120,9 +120,7 @@ async function eventually(predicate: () => Promise<boolean>, what: string): Prom
   assert.fail(`timed out waiting for ${what}`);
 }
 
-const placements: Placement[] = ['fork', 'enclosing'];
-
-for (const placement of placements)
+for (const placement of ['fork', 'enclosing', 'workflow'] as const)
   for (const uncertain of ['look', 'cancel'] as const) {
     test(`compete: the ${placement === 'workflow' ? "workflow's" : `${placement} task's`} timeout that fires while the loser's ${uncertain} is retried is acted on when it fires: nothing sent after it, nothing recorded for the child`, async () => {
       const clock = new VirtualClock();

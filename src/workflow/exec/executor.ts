@@ -307,8 +307,11 @@ export class WorkflowExecutor implements CloudEventIntake {
   readonly kernel: Kernel<WorkflowRecord, WorkflowTransition, Instance>;
   private readonly running = new Map<string, Promise<void>>();
   private readonly stopping = new AbortController();
-  /** The controllers of the interpreter runs under way (supervise): close aborts each. */
-  private readonly supervised = new Set<AbortController>();
+  /**
+   * The controller of each instance's interpreter run under way (supervise), one per instance (drive
+   * runs one at a time): close aborts each, and an instance's end aborts its own (ended).
+   */
+  private readonly supervised = new Map<string, AbortController>();
   private readonly options: WorkflowExecutorOptions;
   /** Each running instance's armed redrive (drive): removed when it fires and when the instance ends. */
   private readonly retries = new Map<string, Redrive>();
@@ -753,6 +756,10 @@ export class WorkflowExecutor implements CloudEventIntake {
    * running, or abandoned one) cancels them and records them.
    */
   private ended(instance: Instance): void {
+    // Its run is stopped: ended from outside it (the workflow's timeout, a cancel), what it still
+    // does (a call's retries, a fork's release, a poll) has nothing left to record, and it would
+    // otherwise go on until its next commit or its retry budget ran out.
+    this.supervised.get(instance.id)?.abort(interpreterEnded);
     // What drove it is let go: an armed redrive would find it ended and do nothing, and its entry stayed for good.
     this.retries.get(instance.id)?.timer.cancel();
     this.retries.delete(instance.id);
@@ -997,8 +1004,8 @@ export class WorkflowExecutor implements CloudEventIntake {
   /** Runs the interpreter under the lease `run` names, renewing it; answers when to try again (undefined: nothing left to do). */
   private async supervise(instance: Instance, run: LeaseRun, controller: AbortController, interpret: () => Promise<void>): Promise<number | undefined> {
     const clock = this.options.clock;
-    // Stopped by close (which aborts every supervised run): a set entry costs less than a listener on the stopping signal.
-    this.supervised.add(controller);
+    // Stopped by close (which aborts every supervised run): an entry costs less than a listener on the stopping signal.
+    this.supervised.set(instance.id, controller);
     const renewal = this.renew(instance, controller, run);
     let returned = false;
     try {
@@ -1008,7 +1015,7 @@ export class WorkflowExecutor implements CloudEventIntake {
       if (!(error instanceof Halted)) throw error;
     } finally {
       renewal.cancel();
-      this.supervised.delete(controller);
+      if (this.supervised.get(instance.id) === controller) this.supervised.delete(instance.id);
       // A run that returned has settled everything it started (every branch awaited): nothing is left to stop,
       // and an abort's event dispatch costs more than a short step. One that threw may leave work behind: stop it.
       if (!returned) controller.abort(interpreterEnded);
@@ -1173,7 +1180,7 @@ export class WorkflowExecutor implements CloudEventIntake {
   /** Stops the interpreters (their instances stay as recorded), the timers and the watch. */
   async close(): Promise<void> {
     this.stopping.abort();
-    for (const controller of this.supervised) controller.abort();
+    for (const controller of this.supervised.values()) controller.abort();
     this.rescan?.cancel();
     for (const retry of [...[...this.retries.values()].map((redrive) => redrive.timer), ...[...this.disposeRetries.values()].map((owed) => owed.timer)])
       retry?.cancel();
