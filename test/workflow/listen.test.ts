@@ -12,6 +12,7 @@ import { test } from 'node:test';
 import type { CloudEvent } from '../../src/contract/cloudevents.js';
 import { AdapterError } from '../../src/contract/errors.js';
 import type { JsonValue } from '../../src/contract/json.js';
+import { limits } from '../../src/contract/limits.js';
 import type { ExpressionEvaluator } from '../../src/workflow/exec/jq.js';
 import type { WorkflowRecord } from '../../src/workflow/exec/record.js';
 import { assertReplayEqual, harness, yaml, type Harness, type HarnessOptions } from './support.js';
@@ -666,4 +667,26 @@ test("an event filter in a loop sees the loop's variables: each iteration's list
       assert.deepEqual(await h.executor.deliver(event('com.example.order.paid', { orderId: order, n }), null), { matched: [id] }, `item ${order}`);
     }
     await completed(h, id);
+  }));
+
+test('an event filter reading $workflow over an input as deep as a caller may give records its arguments, and the listen takes the event', () =>
+  withHarness(async (h) => {
+    const document = listenDocument(
+      'deep-arguments',
+      `          one:\n            with: { type: com.example.tagged, data: '\${ .tag == $workflow.input.tag }' }\n`,
+    );
+    // 64 levels: the input itself, then `deep` holding 63 (`{}` is one level).
+    let deep: JsonValue = {};
+    for (let level = 1; level < limits.jsonDepthMax - 1; level++) deep = { a: deep };
+    const { instanceId } = await h.executor.start({
+      principalId: 'alice',
+      invocationKey: 'deep-arguments',
+      document: yaml(document),
+      input: { tag: 't', deep },
+    });
+    const started = await h.executor.wait(instanceId, 300).catch(() => undefined);
+    assert.equal(started?.status ?? 'running', 'running', `the listen waits: ${JSON.stringify(started?.error)}`);
+    for (let tries = 0; !(await h.executor.get(instanceId))?.listens['/do/0/wait'] && tries < 400; tries++) await new Promise((r) => setTimeout(r, 5));
+    assert.deepEqual(await h.executor.deliver(event('com.example.tagged', { tag: 't' }), null), { matched: [instanceId] });
+    await completed(h, instanceId, [{ tag: 't' }]);
   }));

@@ -10,6 +10,7 @@
  * result from the log.
  */
 import type { JsonObject, JsonValue } from '../../contract/json.js';
+import { contractAnswerLevels } from './calls.js';
 import { isObject, transformOf } from './document.js';
 import { timeoutError } from './decide.js';
 import { WorkflowRaise, raise } from './dsl-errors.js';
@@ -21,6 +22,15 @@ import { listenOutput, readEvent, type ListenRecord, type WorkflowRecord } from 
 import type { Interpreting as Interpreter, TaskRun } from './run.js';
 
 const reads = new Set(['data', 'envelope', 'raw']);
+
+/**
+ * The levels a listen's recorded filter arguments add above the values they hold: each argument is
+ * one level down (`input`, `context`) and a member of one two (`$workflow.input`,
+ * `$workflow.definition`, `$task.input`), and such a value may be a contract call's answer, allowed
+ * its own contractAnswerLevels. An input as deep as a caller may give, read by a filter through
+ * `$workflow`, is recorded as the filter reads it.
+ */
+const filterArgumentsLevels = 2 + contractAnswerLevels;
 
 export async function runListen(interpreter: Interpreter, run: TaskRun): Promise<JsonValue> {
   const at = run.at;
@@ -42,8 +52,13 @@ export async function runListen(interpreter: Interpreter, run: TaskRun): Promise
       vars = interpreter.vars(run.frame, { input: run.input });
     }
     if (names.length > 0)
-      await interpreter.step(filterArgumentsKey(at), run.frame, 'expression', () =>
-        Promise.resolve(Object.fromEntries(names.map((name) => [name, vars[name] as JsonValue]))),
+      await interpreter.step(
+        filterArgumentsKey(at),
+        run.frame,
+        'expression',
+        () => Promise.resolve(Object.fromEntries(names.map((name) => [name, vars[name] as JsonValue]))),
+        true,
+        filterArgumentsLevels,
       );
     await interpreter.propose({ command: 'listen-started', events: [{ type: 'listen-started', v: 1, at, to, read: read as ListenRecord['read'] }] });
   }
