@@ -266,8 +266,10 @@ do:
     assert.equal((deepest.output as JsonObject).outcome, 'success');
     const tooDeep = await runToEnd(h, deepDocument, { n: limits.jsonDepthMax - 1 }, 'remote-too-deep');
     assert.equal(tooDeep.status, 'faulted');
-    // The workflow holds the value it records to the same depth: the call is refused before it is sent.
-    assert.match(JSON.stringify(tooDeep.error), /nesting deeper than 64/);
+    // The workflow holds a contract's input to admission's depth: the call is refused before a key is bound or a request sent.
+    assert.match(JSON.stringify(tooDeep.error), /with\.input: nesting deeper than 64/);
+    assert.equal(tooDeep.error?.title, 'Invalid contract call');
+    assert.deepEqual(tooDeep.children, {}, 'no operation bound');
   } finally {
     await h.close();
   }
