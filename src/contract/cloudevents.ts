@@ -82,6 +82,11 @@ const mediaType = '^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}/[A-Za-z0-9][A-Za-z0-9
  */
 const jsonMediaType = '^[^/]+/(?:[^;]*\\+)?[Jj][Ss][Oo][Nn][ \\t]*(?:;.*)?$';
 
+const jsonMediaTypePattern = new RegExp(jsonMediaType, 'u');
+
+/** Whether an event's data under this datacontenttype is JSON (a JSON value in the JSON format), as the checker reads the type. */
+export const declaresJson = (datacontenttype: string): boolean => jsonMediaTypePattern.test(datacontenttype);
+
 /** Base64 as RFC 4648 §4 writes it (the JSON format's `data_base64`): padded, no line breaks. */
 const base64 = '^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$';
 
@@ -143,33 +148,41 @@ const integerMax = 2_147_483_647;
  * types leave open, or undefined: a string holding a character no String holds, an integer past 32
  * bits. The data is the application's and is not held to it.
  */
-function attributeValueProblem(event: JsonObject): string | undefined {
+function attributeValueProblem(event: JsonObject, nameOf: (pointer: string) => string): string | undefined {
   for (const [name, value] of Object.entries(event)) {
     if (name === 'data' || name === 'data_base64') continue;
     if (typeof value === 'string') {
       const found = notInString.exec(value);
       if (found === null) continue;
       const codePoint = (found[0].codePointAt(0) ?? 0).toString(16).toUpperCase().padStart(4, '0');
-      return `/${name} holds U+${codePoint} at index ${found.index}: a CloudEvents string holds no control character, noncharacter or unpaired surrogate`;
+      return `${nameOf(`/${name}`)} holds U+${codePoint} at index ${found.index}: a CloudEvents string holds no control character, noncharacter or unpaired surrogate`;
     }
     if (typeof value === 'number' && (value < integerMin || value > integerMax))
-      return `/${name} is ${value}: a CloudEvents integer is from ${integerMin} to ${integerMax}`;
+      return `${nameOf(`/${name}`)} is ${value}: a CloudEvents integer is from ${integerMin} to ${integerMax}`;
   }
   return undefined;
 }
 
-/** Undefined when the value is a structured CloudEvent this runtime takes; otherwise why not. */
-export function cloudEventProblem(value: JsonValue): string | undefined {
+/**
+ * Undefined when the value is a structured CloudEvent this runtime takes; otherwise why not. Each
+ * member is named by its JSON Pointer (`/time`), or as `nameOf` names it where the event was read
+ * from elsewhere (binary mode's headers: `header ce-time`).
+ */
+export function cloudEventProblem(value: JsonValue, nameOf: (pointer: string) => string = (pointer) => pointer): string | undefined {
   const bytes = Buffer.byteLength(JSON.stringify(value), 'utf8');
   if (bytes > limits.cloudEventBytesMax) return `the event is ${bytes} bytes; at most ${limits.cloudEventBytesMax}`;
   const validate = compiled();
-  if (validate(value)) return attributeValueProblem(value as JsonObject);
+  if (validate(value)) return attributeValueProblem(value as JsonObject, nameOf);
   // The one `not` says only "must NOT be valid", and the `if` only "must match "then" schema": say what each refuses.
   const bothData = 'must carry data or data_base64, not both';
   const notJson = `datacontenttype ${String((value as JsonObject).datacontenttype).slice(0, 256)} is not JSON: its data must be a string (CloudEvents JSON format §3.1)`;
   return describeErrors(
     validate.errors?.map((e) =>
-      e.keyword === 'not' && e.instancePath === '' ? { ...e, message: bothData } : e.keyword === 'if' ? { ...e, message: notJson } : e,
+      e.keyword === 'not' && e.instancePath === ''
+        ? { ...e, message: bothData }
+        : e.keyword === 'if'
+          ? { ...e, message: notJson }
+          : { ...e, instancePath: e.instancePath === '' ? '' : nameOf(e.instancePath) },
     ),
   );
 }

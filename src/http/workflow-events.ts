@@ -1,7 +1,8 @@
 /**
- * POST /workflow-events: a CloudEvent for the workflows' waiting `listen` tasks, in structured
- * mode (`content-type: application/cloudevents+json`, the event is the JSON body), authenticated
- * like every route. The event reaches only the caller's own instances. It is answered after the
+ * POST /workflow-events: a CloudEvent for the workflows' waiting `listen` tasks, authenticated like
+ * every route, in either content mode of the CloudEvents HTTP binding: structured
+ * (`content-type: application/cloudevents+json`, the event is the JSON body) or binary (the
+ * attributes in `ce-` headers, the data the body: cloudevents-binary.ts); batched mode is refused. The event reaches only the caller's own instances. It is answered after the
  * appends that took it committed: 202 `{status: "accepted", matched: [instance ids]}`; 404
  * `{status: "no-match", matched: []}` when no waiting listen took it (nothing was stored); 413 when
  * it is larger than the store records in one transition with it (nothing was stored). Sending
@@ -21,18 +22,19 @@
  * are many (every `sub` a JWT issuer signs is one), all of them together have at most
  * `deliveriesMax` (http.eventDeliveriesMax) in flight, and one past it is refused the same way.
  *
- * The content-type parser lives in this route's own scope: no other route accepts the media type.
+ * The content-type parser lives in this route's own scope: no other route reads a body as its bytes.
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { cloudEventProblem, type CloudEvent, type CloudEventIntake } from '../contract/cloudevents.js';
 import { AdapterError, AssertionFailure, invalidInput } from '../contract/errors.js';
 import { parseStrictBytes } from '../contract/ijson.js';
-import type { JsonValue } from '../contract/json.js';
+import type { JsonObject } from '../contract/json.js';
 import { limits } from '../contract/limits.js';
 import type { Caller } from '../runtime/service.js';
 import { PrincipalSlots } from '../contract/principal-slots.js';
 import type { Authenticate } from './auth.js';
 import { charsetsOf, declaresUtf8 } from './body.js';
+import { binaryAttributes, binaryEvent, binaryMemberName, carriesAttributeHeaders, checkBinaryContentType } from './cloudevents-binary.js';
 import { UnsupportedMediaType } from './errors.js';
 import { errorResponseSchemas } from './schemas.js';
 
@@ -54,11 +56,18 @@ const deliverySchema = {
   properties: { status: { enum: ['accepted', 'no-match'] }, matched: { type: 'array', items: { type: 'string' } } },
 } as const;
 
+/** No body schema: the body is the event (structured mode) or its data (binary mode), read in the handler as the mode says. */
 const postWorkflowEventSchema = {
-  headers: { type: 'object', required: ['content-type'], properties: { 'content-type': { type: 'string' } } },
-  body: { type: 'object' },
   response: { ...errorResponseSchemas, 202: deliverySchema, 404: deliverySchema },
 } as const;
+
+/** Binary mode's required attribute headers in the OpenAPI document: each required in binary mode, absent in structured mode. */
+const binaryModeHeaders = [
+  ['ce-specversion', 'binary mode: the specversion, 1.0'],
+  ['ce-id', 'binary mode: the event id'],
+  ['ce-source', 'binary mode: the source, a URI-reference'],
+  ['ce-type', 'binary mode: the type'],
+].map(([name, description]) => ({ name, in: 'header', required: false, description, schema: { type: 'string' } }));
 
 /** Every refusal's body, as on every route (errors.ts). */
 const adapterErrorBody = { 'application/json': { schema: { $ref: '#/components/schemas/AdapterError' } } };
@@ -69,10 +78,23 @@ export const workflowEventPaths = {
     post: {
       operationId: 'deliverWorkflowEvent',
       description:
-        "A CloudEvent (structured mode) for the caller's own workflow instances waiting in a `listen` task. Answered once every append that took it has committed; " +
+        "A CloudEvent for the caller's own workflow instances waiting in a `listen` task. Answered once every append that took it has committed; " +
         'an event no waiting listen takes is not stored (404 no-match). Sending the same event (type, source, id and content) again is answered as taken and appends nothing; ' +
-        'another event under the identity (type, source and id) of one taken is 409 conflict, taken by none of the instances that hold the other.',
-      requestBody: { required: true, content: { [cloudEventsMediaType]: { schema: { type: 'object', required: ['specversion', 'id', 'source', 'type'] } } } },
+        'another event under the identity (type, source and id) of one taken is 409 conflict, taken by none of the instances that hold the other. ' +
+        'Either content mode of the CloudEvents HTTP binding 1.0.2: structured (content-type application/cloudevents+json, the body the event; ce- headers beside it are not read), ' +
+        'or binary (§3.1: every context attribute in its ce- header, percent-encoded as §3.1.3.2 says, datacontenttype the content-type, the body the data: ' +
+        'a JSON value under a JSON media type, UTF-8 text under text/*, data_base64 under any other; an empty body is an event without data). ' +
+        'In binary mode an extension attribute is a string (its canonical string form). Batched mode is not taken (415).',
+      parameters: binaryModeHeaders,
+      requestBody: {
+        required: false,
+        description:
+          "structured mode: the event, in the JSON format; binary mode: the event's data, of the media type the content-type declares (its datacontenttype), or none",
+        content: {
+          [cloudEventsMediaType]: { schema: { type: 'object', required: ['specversion', 'id', 'source', 'type'] } },
+          '*/*': { schema: {} },
+        },
+      },
       responses: {
         '202': { description: 'taken by the listed instances', content: { 'application/json': { schema: deliverySchema } } },
         '404': {
@@ -80,7 +102,12 @@ export const workflowEventPaths = {
             'no waiting listen took it; nothing was stored by this send (a send again of an event an instance took is answered so once that instance has ended and this host no longer holds it)',
           content: { 'application/json': { schema: deliverySchema } },
         },
-        '400': { description: 'not a CloudEvent this runtime takes', content: adapterErrorBody },
+        '400': {
+          description:
+            'not a CloudEvent this runtime takes; in binary mode also a ce- header given twice, ce-data, ce-data_base64 or ce-datacontenttype, a header naming no attribute, ' +
+            'a value not printable ASCII, with a malformed escape or escaped bytes not UTF-8 (the description names the header); in either mode two content-type headers',
+          content: adapterErrorBody,
+        },
         '401': { description: 'not authenticated', content: adapterErrorBody },
         '409': {
           description: 'another event under its type, source and id (other content) was taken, and no instance took this one; nothing was stored',
@@ -91,7 +118,12 @@ export const workflowEventPaths = {
             'larger than limits.cloudEventBytesMax, or than the store records in one transition with what a listen records beside it; nothing was taken',
           content: adapterErrorBody,
         },
-        '415': { description: 'content-type must be application/cloudevents+json (UTF-8), and content-encoding identity', content: adapterErrorBody },
+        '415': {
+          description:
+            'neither mode: content-type not application/cloudevents+json (UTF-8) and no ce- headers; batched mode (application/cloudevents-batch+json) or another event format; ' +
+            'in binary mode a content-type that is no media type, JSON or text data in a charset other than UTF-8, a body without a content-type; a content-encoding other than identity',
+          content: adapterErrorBody,
+        },
         '500': {
           description: 'internal error; whether an instance took it is unknown: send it again (an instance that took it answers it taken)',
           content: adapterErrorBody,
@@ -110,14 +142,11 @@ export function registerWorkflowEventRoutes(app: FastifyInstance, options: Workf
   const inFlight = deliverySlots(options.deliveriesPerPrincipal, options.deliveriesMax);
   void app.register(async (scope) => {
     const callers = new WeakMap<FastifyRequest, Caller>();
-    scope.addContentTypeParser(cloudEventsMediaType, { parseAs: 'buffer', bodyLimit: limits.cloudEventBytesMax }, (_request, body, done) => {
-      // The route's preParsing hook refused every other media type (a charset other than UTF-8 included).
-      try {
-        done(null, parseStrictBytes(body as Buffer, 'CloudEvent'));
-      } catch (error) {
-        done(error as Error, undefined);
-      }
-    });
+    const modes = new WeakMap<FastifyRequest, ContentMode>();
+    // Every body is read as its bytes, whatever its media type: the route's preParsing hook chose the mode (and refused
+    // every media type neither mode takes) before any is read, and the handler reads the bytes as that mode says.
+    scope.removeAllContentTypeParsers();
+    scope.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: limits.cloudEventBytesMax }, (_request, body, done) => done(null, body));
     scope.post(
       '/workflow-events',
       {
@@ -125,22 +154,66 @@ export function registerWorkflowEventRoutes(app: FastifyInstance, options: Workf
         bodyLimit: limits.cloudEventBytesMax,
         // Authentication runs before the body is read, as on every route.
         onRequest: async (request) => void callers.set(request, await options.authenticate(request.headers.authorization)),
-        // Before a parser is chosen: a media type no parser takes (batch mode, binary mode, text) would otherwise be
-        // Fastify's refusal, which the app answers with the JSON routes' media type; nor is any other type's body read.
-        preParsing: async (request) => {
-          if (!mediaTypeOf(request)) throw new UnsupportedMediaType(cloudEventsMediaType);
+        // Before a parser is chosen: a media type neither mode takes (batch mode, JSON in another charset) would otherwise be
+        // read, and binary mode's headers are refused before its body is. The body is then unread and may still be arriving:
+        // the connection closes after the refusal, as after a 401 (errors.ts).
+        preParsing: async (request, reply) => {
+          try {
+            modes.set(request, contentModeOf(request));
+          } catch (error) {
+            void reply.header('connection', 'close');
+            throw error;
+          }
         },
       },
       async (request, reply) => {
         const caller = callers.get(request);
-        if (!caller) throw new AssertionFailure('the onRequest hook authenticated this request');
-        const problem = cloudEventProblem(request.body as JsonValue);
-        if (problem !== undefined) throw invalidInput(`not a CloudEvent this runtime takes: ${problem}`);
-        const { matched } = await inFlight.bounded(caller.principalId, () => options.intake.deliver(request.body as CloudEvent, caller.principalId));
+        const mode = modes.get(request);
+        if (!caller || !mode) throw new AssertionFailure('the onRequest and preParsing hooks authenticated this request and chose its mode');
+        const event = eventOf(mode, request.body as Buffer | undefined);
+        const { matched } = await inFlight.bounded(caller.principalId, () => options.intake.deliver(event, caller.principalId));
         return reply.code(matched.length > 0 ? 202 : 404).send({ status: matched.length > 0 ? 'accepted' : 'no-match', matched });
       },
     );
   });
+}
+
+/** How a request carries its event: structured (the body is the event), or binary (its attributes, decoded, and its content-type). */
+type ContentMode = { mode: 'structured' } | { mode: 'binary'; attributes: JsonObject; contentType: string | undefined };
+
+/**
+ * The request's content mode, as the HTTP binding tells them apart (§3): a content-type of the
+ * CloudEvents media type is structured mode, this runtime's JSON format only (batched mode, and any
+ * other format, 415); otherwise a request with `ce-` headers is binary mode, its headers read now;
+ * anything else is no CloudEvent (415). Two content-type headers are refused in either mode: Node
+ * keeps the first, a proxy in front may read the last.
+ */
+function contentModeOf(request: FastifyRequest): ContentMode {
+  const raw = request.raw.rawHeaders;
+  let contentTypes = 0;
+  for (let at = 0; at < raw.length; at += 2) if ((raw[at] ?? '').toLowerCase() === 'content-type') contentTypes++;
+  if (contentTypes > 1)
+    throw invalidInput(
+      `header content-type appears ${contentTypes} times: a request has one (its event's media type, or its data's, would depend on who reads it)`,
+    );
+  const contentType = request.headers['content-type'];
+  const mediaType = contentType?.split(';', 1)[0]?.trim().toLowerCase();
+  if (mediaType === cloudEventsMediaType && declaresUtf8(charsetsOf(contentType ?? ''))) return { mode: 'structured' };
+  if (mediaType?.startsWith('application/cloudevents-batch')) throw new UnsupportedMediaType(undefined, batchRefusal);
+  if (mediaType?.startsWith('application/cloudevents') || !carriesAttributeHeaders(raw)) throw new UnsupportedMediaType(undefined, modesRefusal);
+  checkBinaryContentType(contentType);
+  return { mode: 'binary', attributes: binaryAttributes(raw), contentType };
+}
+
+const modesRefusal = `content-type must be ${cloudEventsMediaType} (structured mode), or the event's attributes in ce- headers (binary mode)`;
+const batchRefusal = `batched mode (application/cloudevents-batch+json) is not taken: send each event alone, in structured mode (${cloudEventsMediaType}) or binary mode (ce- headers)`;
+
+/** The event the request carries, checked as every event is (cloudEventProblem); in binary mode its refusals name its headers. */
+function eventOf(mode: ContentMode, body: Buffer | undefined): CloudEvent {
+  const event = mode.mode === 'structured' ? parseStrictBytes(body ?? Buffer.alloc(0), 'CloudEvent') : binaryEvent(mode.attributes, mode.contentType, body);
+  const problem = mode.mode === 'structured' ? cloudEventProblem(event) : cloudEventProblem(event, binaryMemberName);
+  if (problem !== undefined) throw invalidInput(`not a CloudEvent this runtime takes: ${problem}`);
+  return event as CloudEvent;
 }
 
 /**
@@ -172,11 +245,4 @@ function deliverySlots(perPrincipal: number, total: number) {
       }
     },
   };
-}
-
-/** Structured mode only; JSON is UTF-8. */
-function mediaTypeOf(request: FastifyRequest): boolean {
-  const header = request.headers['content-type'] ?? '';
-  const type = header.split(';', 1)[0]?.trim().toLowerCase();
-  return type === cloudEventsMediaType && declaresUtf8(charsetsOf(header));
 }

@@ -98,7 +98,7 @@ async function withNatsIntake(options: NatsIntakeOptions, body: (intake: NatsInt
   }
 }
 
-test('POST /workflow-events: authenticated, structured mode only, the caller’s own instances, 202 after the append, 404 when nothing took it', async () => {
+test('POST /workflow-events: authenticated, structured mode, the caller’s own instances, 202 after the append, 404 when nothing took it', async () => {
   const fixture = await writeHttpFixture();
   const h = harness();
   const built = await buildFixtureApp(fixture, new SystemClock(), { workflowEvents: h.executor });
@@ -224,7 +224,7 @@ test('POST /workflow-events: its refusals name its own media type and its own si
       return { status: response.status, body: (await response.json()) as { kind: string; description: string } };
     };
     const event = JSON.stringify(approved('m1'));
-    // Batch and binary mode included: whatever the media type, and whether or not another route takes it.
+    // Whatever the media type, and whether or not another route takes it: without ce- headers it is not binary mode.
     for (const contentType of [
       'application/json',
       'application/cloudevents+json; charset=latin1',
@@ -232,14 +232,20 @@ test('POST /workflow-events: its refusals name its own media type and its own si
       'application/cloudevents+json; charset=utf-8; charset=latin1',
       'application/cloudevents+json; charset=utf-8; charset=utf-8',
       'application/cloudevents+json; charset = latin1',
-      'application/cloudevents-batch+json',
       'text/plain',
       'application/octet-stream',
     ]) {
       const refused = await post(event, contentType);
       assert.equal(refused.status, 415, contentType);
-      assert.equal(refused.body.description, 'content-type must be application/cloudevents+json', contentType);
+      assert.equal(
+        refused.body.description,
+        "content-type must be application/cloudevents+json (structured mode), or the event's attributes in ce- headers (binary mode)",
+        contentType,
+      );
     }
+    const batch = await post(`[${event}]`, 'application/cloudevents-batch+json');
+    assert.equal(batch.status, 415);
+    assert.match(batch.body.description, /^batched mode \(application\/cloudevents-batch\+json\) is not taken/);
     // Over the JSON routes' bodyLimitBytes, within the event bound: taken as an event (nothing waits for it).
     const between = JSON.stringify(approved('m2', 'x'.repeat(bodyLimitBytes)));
     assert.equal((await post(between, 'application/cloudevents+json')).status, 404);
