@@ -62,6 +62,8 @@ export function declaresUtf8(charsets: readonly string[]): boolean {
  * Headers a request may not leave open to two readings, checked before authentication and before
  * any body is read. Two authorization headers: Node keeps the first, a proxy in front may check
  * the last, so the caller one part authenticated would not be the one another acted for — 400.
+ * Two content-type headers, the same way: the media type a body is read as (JSON, a CloudEvent, a
+ * binary-mode event's data) would depend on who reads it — 400.
  * Two host headers, or none in HTTP/1.1 (`httpVersion` as Node read it): RFC 9112 §3.2 has a
  * server refuse both, 400; a proxy routing by one host and a reader taking another would disagree
  * on whom the request is for. A content-encoding other than identity: bodies are read as sent,
@@ -71,10 +73,12 @@ export function declaresUtf8(charsets: readonly string[]): boolean {
 export function checkRequestHeaders(rawHeaders: readonly string[], httpVersion: string): void {
   let authorizations = 0;
   let hosts = 0;
+  let contentTypes = 0;
   for (let at = 0; at + 1 < rawHeaders.length; at += 2) {
     const name = (rawHeaders[at] as string).toLowerCase();
     if (name === 'authorization') authorizations++;
     else if (name === 'host') hosts++;
+    else if (name === 'content-type') contentTypes++;
     else if (name === 'content-encoding') {
       const coding = (rawHeaders[at + 1] as string).trim().toLowerCase();
       if (coding !== 'identity')
@@ -86,6 +90,8 @@ export function checkRequestHeaders(rawHeaders: readonly string[], httpVersion: 
   }
   if (authorizations > 1)
     throw invalidInput(`a request carries one authorization header, not ${authorizations}: which one names the caller would depend on who reads it`);
+  if (contentTypes > 1)
+    throw invalidInput(`a request carries one content-type header, not ${contentTypes}: the media type its body is read as would depend on who reads it`);
   if (hosts > 1) throw invalidInput(`a request carries one host header, not ${hosts} (RFC 9112 §3.2)`);
   if (hosts === 0 && httpVersion === '1.1') throw invalidInput('an HTTP/1.1 request carries a host header (RFC 9112 §3.2)');
 }

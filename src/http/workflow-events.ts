@@ -185,17 +185,11 @@ type ContentMode = { mode: 'structured' } | { mode: 'binary'; attributes: JsonOb
  * The request's content mode, as the HTTP binding tells them apart (§3): a content-type of the
  * CloudEvents media type is structured mode, this runtime's JSON format only (batched mode, and any
  * other format, 415); otherwise a request with `ce-` headers is binary mode, its headers read now;
- * anything else is no CloudEvent (415). Two content-type headers are refused in either mode: Node
- * keeps the first, a proxy in front may read the last.
+ * anything else is no CloudEvent (415). Two content-type headers never reach it: every route
+ * refuses them first (checkRequestHeaders).
  */
 function contentModeOf(request: FastifyRequest): ContentMode {
   const raw = request.raw.rawHeaders;
-  let contentTypes = 0;
-  for (let at = 0; at < raw.length; at += 2) if ((raw[at] ?? '').toLowerCase() === 'content-type') contentTypes++;
-  if (contentTypes > 1)
-    throw invalidInput(
-      `header content-type appears ${contentTypes} times: a request has one (its event's media type, or its data's, would depend on who reads it)`,
-    );
   const contentType = request.headers['content-type'];
   const mediaType = contentType?.split(';', 1)[0]?.trim().toLowerCase();
   if (mediaType === cloudEventsMediaType && declaresUtf8(charsetsOf(contentType ?? ''))) return { mode: 'structured' };

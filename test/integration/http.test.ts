@@ -208,7 +208,7 @@ describe('convoke serve over HTTP (memory store, in-process peers)', () => {
     expectError(await call(base, 'POST', '/contract-invocations', { token: alice, body: undeployed }), 422, 'unsupported');
   });
 
-  test('two authorization headers are 400 and a content-encoding other than identity is 415, before authentication and before the body', async () => {
+  test('two authorization or content-type headers are 400 and a content-encoding other than identity is 415, before authentication and before the body', async () => {
     /** One request written as raw bytes (a client library would merge or refuse repeated headers); its status and body. */
     const raw = (headerLines: string[], body = '') =>
       new Promise<{ status: number; body: string }>((resolve, reject) => {
@@ -239,6 +239,13 @@ describe('convoke serve over HTTP (memory store, in-process peers)', () => {
       kind: 'invalid-input',
       description: 'a request carries one authorization header, not 2: which one names the caller would depend on who reads it',
     });
+    // Node keeps the first content-type, a proxy in front may read the last: JSON to one, text to the other.
+    const typedTwice = await raw([`authorization: Bearer ${alice}`, 'content-type: text/plain'], valid);
+    assert.equal(typedTwice.status, 400, typedTwice.body);
+    assert.deepEqual(JSON.parse(typedTwice.body), {
+      kind: 'invalid-input',
+      description: 'a request carries one content-type header, not 2: the media type its body is read as would depend on who reads it',
+    });
     for (const coding of ['gzip', 'deflate, identity', 'br']) {
       const encoded = await raw([`authorization: Bearer ${alice}`, `content-encoding: ${coding}`], valid);
       assert.equal(encoded.status, 415, encoded.body);
@@ -252,7 +259,7 @@ describe('convoke serve over HTTP (memory store, in-process peers)', () => {
     assert.equal(
       (after.body as { operations: unknown[] }).operations.length,
       (before.body as { operations: unknown[] }).operations.length + 1,
-      'only the identity-encoded request created an operation',
+      'only the identity-encoded request with one content-type created an operation',
     );
   });
 

@@ -168,7 +168,7 @@ test('binary mode: each hostile header or body is refused with its status, namin
     const cases: [string, Headers, string | Buffer | undefined, number, RegExp][] = [
       ['a repeated attribute header', { ...ceHeaders('h1'), 'ce-subject': ['a', 'b'] }, undefined, 400, /ce-subject.*2 times/],
       ['a repeated required header', { ...ceHeaders('h1'), 'ce-id': ['h1', 'h2'] }, undefined, 400, /ce-id.*2 times/],
-      ['a repeated content-type', { ...ceHeaders('h1'), 'content-type': ['application/json', 'text/plain'] }, '{}', 400, /content-type.*2 times/],
+      ['a repeated content-type', { ...ceHeaders('h1'), 'content-type': ['application/json', 'text/plain'] }, '{}', 400, /one content-type header, not 2/],
       ['ce-data', { ...ceHeaders('h1'), 'ce-data': '{}' }, undefined, 400, /ce-data\b.*not an attribute/],
       ['ce-data_base64', { ...ceHeaders('h1'), 'ce-data_base64': 'AAEC' }, undefined, 400, /ce-data_base64.*not an attribute/],
       ['ce-datacontenttype', { ...ceHeaders('h1'), 'ce-datacontenttype': 'application/json' }, undefined, 400, /ce-datacontenttype.*content-type/],
