@@ -8,12 +8,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { VirtualClock } from '../../src/contract/clock.js';
-import { operationId } from '../../src/contract/ids.js';
-import { waitForHeader } from '../../src/runtime/boundary.js';
-import { HttpContracts } from '../../src/workflow/exec/http-contracts.js';
+import { eventually, pendingAnswer, stubContracts, stubDigest, unavailableAnswer } from './stub-runtime.js';
 import { assertReplayEqual, harness, yaml } from './support.js';
 
-const digest = `sha256:${'ab'.repeat(32)}`;
 const timeoutMs = 3000;
 
 const timed = yaml(`
@@ -23,7 +20,7 @@ do:
       timeout: { after: { milliseconds: ${timeoutMs} } }
       call: invoke-contract
       with:
-        contract: { id: lab.review, version: '1.0.0', digest: '${digest}' }
+        contract: { id: lab.review, version: '1.0.0', digest: '${stubDigest}' }
         interaction: review
         input: {}
 `);
@@ -36,49 +33,21 @@ do:
   - review:
       call: invoke-contract
       with:
-        contract: { id: lab.review, version: '1.0.0', digest: '${digest}' }
+        contract: { id: lab.review, version: '1.0.0', digest: '${stubDigest}' }
         interaction: review
         input: {}
 `);
 
-/** An operation admitted and not decided yet, as the facade answers it (202). */
-function pending(invocationKey: string): string {
-  return JSON.stringify({
-    operationId: operationId('alice', digest, invocationKey),
-    contract: { id: 'lab.review', version: '1.0.0', digest },
-    interaction: 'review',
-    invocationKey,
-    phase: 'active',
-    admittedAtMs: 0,
-    deadlineMs: 60_000,
-    decision: null,
-    settlement: { status: 'pending', siblings: [] },
-    branches: [],
-    output: null,
-    outputError: null,
-  });
-}
-
 /** A runtime that answers the POST as `post` says (uncertain: 503) and every poll 503; the requests it took, with the clock's instant. */
 function flakyRuntime(clock: VirtualClock, post: 'uncertain' | 'pending'): { fetch: typeof fetch; sent: { method: string; atMs: number }[] } {
   const sent: { method: string; atMs: number }[] = [];
-  const unavailable = () => new Response(JSON.stringify({ kind: 'unavailable', description: 'down for the test' }), { status: 503 });
   const fetchStub = (async (_url: string | URL | Request, init?: RequestInit) => {
     const method = init?.method ?? 'GET';
     sent.push({ method, atMs: clock.nowMs() });
-    if (method === 'GET' || post === 'uncertain') return unavailable();
-    const { invocationKey } = JSON.parse(String(init?.body)) as { invocationKey: string };
-    return new Response(pending(invocationKey), { status: 202, headers: { [waitForHeader]: 'decision' } });
+    if (method === 'GET' || post === 'uncertain') return unavailableAnswer();
+    return pendingAnswer((JSON.parse(String(init?.body)) as { invocationKey: string }).invocationKey);
   }) as typeof fetch;
   return { fetch: fetchStub, sent };
-}
-
-async function eventually(predicate: () => Promise<boolean>, what: string): Promise<void> {
-  for (let tries = 0; tries < 400; tries++) {
-    if (await predicate()) return;
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-  assert.fail(`timed out waiting for ${what}`);
 }
 
 for (const placement of ['task', 'workflow'] as const)
@@ -88,8 +57,7 @@ for (const placement of ['task', 'workflow'] as const)
     test(`${whose} that fires during ${what} is acted on when it fires: nothing sent after it, no answer recorded`, async () => {
       const clock = new VirtualClock();
       const runtime = flakyRuntime(clock, post);
-      const invocations = new HttpContracts({ endpoint: 'http://runtime.test', credential: { env: 'T' }, env: { T: 'token' }, clock, fetch: runtime.fetch });
-      const h = harness({ clock, invocations });
+      const h = harness({ clock, invocations: stubContracts(clock, runtime.fetch) });
       try {
         const startedAtMs = clock.nowMs();
         const document = placement === 'task' ? timed : timedWorkflow;

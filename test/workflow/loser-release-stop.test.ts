@@ -10,13 +10,10 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { VirtualClock } from '../../src/contract/clock.js';
-import { operationId } from '../../src/contract/ids.js';
 import type { JsonValue } from '../../src/contract/json.js';
-import { waitForHeader } from '../../src/runtime/boundary.js';
-import { HttpContracts } from '../../src/workflow/exec/http-contracts.js';
+import { eventually, pendingAnswer, stubContracts, stubDigest, unavailableAnswer } from './stub-runtime.js';
 import { assertReplayEqual, harness, slowDocument, workflowsAmong, yaml } from './support.js';
 
-const digest = `sha256:${'ab'.repeat(32)}`;
 const timeoutMs = 3000;
 const timeout = `timeout: { after: { milliseconds: ${timeoutMs} } }`;
 
@@ -46,7 +43,7 @@ do:
                 - review:
                     call: invoke-contract
                     with:
-                      contract: { id: lab.review, version: '1.0.0', digest: '${digest}' }
+                      contract: { id: lab.review, version: '1.0.0', digest: '${stubDigest}' }
                       interaction: review
                       input: {}
 ${
@@ -62,24 +59,6 @@ ${
 /** What the timeout faults: the task that carries it, or the instance. */
 const faultedAt: Record<Placement, string> = { fork: '/do/0/outer/do/0/race', enclosing: '/do/0/outer', workflow: '/' };
 
-/** An operation admitted and not decided yet, as the facade answers it. */
-function pending(invocationKey: string): string {
-  return JSON.stringify({
-    operationId: operationId('alice', digest, invocationKey),
-    contract: { id: 'lab.review', version: '1.0.0', digest },
-    interaction: 'review',
-    invocationKey,
-    phase: 'active',
-    admittedAtMs: 0,
-    deadlineMs: 60_000,
-    decision: null,
-    settlement: { status: 'pending', siblings: [] },
-    branches: [],
-    output: null,
-    outputError: null,
-  });
-}
-
 type Request = { kind: 'invoke' | 'poll' | 'look' | 'cancel'; atMs: number };
 
 /**
@@ -90,8 +69,6 @@ type Request = { kind: 'invoke' | 'poll' | 'look' | 'cancel'; atMs: number };
 function runtime(clock: VirtualClock, uncertain: 'look' | 'cancel'): { fetch: typeof fetch; sent: Request[] } {
   const sent: Request[] = [];
   let invocationKey = '';
-  const unavailable = () => new Response(JSON.stringify({ kind: 'unavailable', description: 'down for the test' }), { status: 503 });
-  const answer = () => new Response(pending(invocationKey), { status: 202, headers: { [waitForHeader]: 'decision' } });
   const fetchStub = (async (url: string | URL | Request, init?: RequestInit) => {
     const target = new URL(String(url));
     const method = init?.method ?? 'GET';
@@ -99,7 +76,7 @@ function runtime(clock: VirtualClock, uncertain: 'look' | 'cancel'): { fetch: ty
     sent.push({ kind, atMs: clock.nowMs() });
     if (kind === 'invoke') invocationKey = (JSON.parse(String(init?.body)) as { invocationKey: string }).invocationKey;
     if (kind === 'poll') await held(clock, Number(target.searchParams.get('waitMs')), init?.signal ?? undefined);
-    return kind === 'cancel' || (kind === 'look' && uncertain === 'look') ? unavailable() : answer();
+    return kind === 'cancel' || (kind === 'look' && uncertain === 'look') ? unavailableAnswer() : pendingAnswer(invocationKey);
   }) as typeof fetch;
   return { fetch: fetchStub, sent };
 }
@@ -112,21 +89,12 @@ function held(clock: VirtualClock, waitMs: number, signal: AbortSignal | undefin
   });
 }
 
-async function eventually(predicate: () => Promise<boolean>, what: string): Promise<void> {
-  for (let tries = 0; tries < 400; tries++) {
-    if (await predicate()) return;
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-  assert.fail(`timed out waiting for ${what}`);
-}
-
 for (const placement of ['fork', 'enclosing', 'workflow'] as const)
   for (const uncertain of ['look', 'cancel'] as const) {
     test(`compete: the ${placement === 'workflow' ? "workflow's" : `${placement} task's`} timeout that fires while the loser's ${uncertain} is retried is acted on when it fires: nothing sent after it, nothing recorded for the child`, async () => {
       const clock = new VirtualClock();
       const contracts = runtime(clock, uncertain);
-      const invocations = new HttpContracts({ endpoint: 'http://runtime.test', credential: { env: 'T' }, env: { T: 'token' }, clock, fetch: contracts.fetch });
-      const h = harness({ clock, invocations });
+      const h = harness({ clock, invocations: stubContracts(clock, contracts.fetch) });
       try {
         const startedAtMs = clock.nowMs();
         const { instanceId } = await h.executor.start({
@@ -166,8 +134,7 @@ for (const placement of ['fork', 'enclosing', 'workflow'] as const)
 test("compete: a child workflow a loser awaited is released with the timed-out fork when the loser's contract release was stopped", async () => {
   const clock = new VirtualClock();
   const contracts = runtime(clock, 'look');
-  const invocations = new HttpContracts({ endpoint: 'http://runtime.test', credential: { env: 'T' }, env: { T: 'token' }, clock, fetch: contracts.fetch });
-  const h = harness({ clock, invocations, workflows: workflowsAmong([slowDocument]) });
+  const h = harness({ clock, invocations: stubContracts(clock, contracts.fetch), workflows: workflowsAmong([slowDocument]) });
   try {
     const startedAtMs = clock.nowMs();
     const { instanceId } = await h.executor.start({ principalId: 'alice', invocationKey: 'with-child', document: race('fork', true), input: {} });

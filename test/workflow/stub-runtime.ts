@@ -1,0 +1,49 @@
+/**
+ * A contract runtime over HTTP that never decides, for tests of what a stopped call sends and
+ * records (contract-call-stop.test.ts, loser-release-stop.test.ts): its answers, the HttpContracts
+ * that calls it through a test's own fetch on the test's clock, and a wait in real time for what the
+ * executor does once the clock has moved.
+ */
+import assert from 'node:assert/strict';
+import type { VirtualClock } from '../../src/contract/clock.js';
+import { operationId } from '../../src/contract/ids.js';
+import { waitForHeader } from '../../src/runtime/boundary.js';
+import { HttpContracts } from '../../src/workflow/exec/http-contracts.js';
+
+/** The digest the documents' contract calls name. */
+export const stubDigest = `sha256:${'ab'.repeat(32)}`;
+
+/** The facade's 202 for an operation admitted under `invocationKey` and not decided yet. */
+export function pendingAnswer(invocationKey: string): Response {
+  const body = JSON.stringify({
+    operationId: operationId('alice', stubDigest, invocationKey),
+    contract: { id: 'lab.review', version: '1.0.0', digest: stubDigest },
+    interaction: 'review',
+    invocationKey,
+    phase: 'active',
+    admittedAtMs: 0,
+    deadlineMs: 60_000,
+    decision: null,
+    settlement: { status: 'pending', siblings: [] },
+    branches: [],
+    output: null,
+    outputError: null,
+  });
+  return new Response(body, { status: 202, headers: { [waitForHeader]: 'decision' } });
+}
+
+/** An uncertain answer: the runtime unavailable (503). */
+export const unavailableAnswer = (): Response => new Response(JSON.stringify({ kind: 'unavailable', description: 'down for the test' }), { status: 503 });
+
+/** Contract calls over HTTP to the stub `fetch`, on the test's clock (the retry budget runs on it). */
+export const stubContracts = (clock: VirtualClock, fetchStub: typeof fetch): HttpContracts =>
+  new HttpContracts({ endpoint: 'http://runtime.test', credential: { env: 'T' }, env: { T: 'token' }, clock, fetch: fetchStub });
+
+/** Polls `predicate` every 5 ms of real time, for at most 2 s. */
+export async function eventually(predicate: () => Promise<boolean>, what: string): Promise<void> {
+  for (let tries = 0; tries < 400; tries++) {
+    if (await predicate()) return;
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  assert.fail(`timed out waiting for ${what}`);
+}
