@@ -21,6 +21,23 @@ export function toldInARow(inARow: number): boolean {
   return (inARow & (inARow - 1)) === 0;
 }
 
+/**
+ * Resolves `ms` from now on the clock, or at once when `signal` aborts (or has aborted): a retry's
+ * wait that a stop ends (the peer's effect-sink retries, a workflow's contract calls over HTTP).
+ */
+export function pause(clock: Clock, ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      timer.cancel();
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = clock.at(clock.nowMs() + ms, done);
+    if (signal?.aborted) done();
+    else signal?.addEventListener('abort', done, { once: true });
+  });
+}
+
 export interface TimerHandle {
   cancel(): void;
 }

@@ -61,7 +61,7 @@ import { createNatsPeer } from '../../peer/nats-peer.js';
 import type { Handler, HandlerContext, Peer } from '../../peer/peer.js';
 import { SqliteEffectSink } from '../../peer/sqlite-effect-sink.js';
 import { isSqliteBusy } from '../../adapters/store/sqlite-open.js';
-import { SystemClock, type Clock } from '../../contract/clock.js';
+import { SystemClock, pause, type Clock } from '../../contract/clock.js';
 import type { CliIo } from '../io.js';
 import { limits } from '../../contract/limits.js';
 
@@ -376,20 +376,6 @@ export async function openEffectSinkWaiting(config: Pick<PeerConfig, 'effectSink
       await pause(wait.clock, Math.min(effectSinkRetryPauseMs, deadlineMs - nowMs), wait.signal);
     }
   }
-}
-
-/** Resolves after `ms` on the clock, or at once when the signal aborts. */
-function pause(clock: Clock, ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolvePause) => {
-    const done = () => {
-      timer.cancel();
-      signal?.removeEventListener('abort', done);
-      resolvePause();
-    };
-    const timer = clock.at(clock.nowMs() + ms, done);
-    if (signal?.aborted) done();
-    else signal?.addEventListener('abort', done, { once: true });
-  });
 }
 
 const stopSignals = ['SIGINT', 'SIGTERM'] as const;

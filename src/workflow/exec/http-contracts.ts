@@ -17,7 +17,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { Ajv } from 'ajv';
-import { doublingDelayMs, type Clock } from '../../contract/clock.js';
+import { doublingDelayMs, pause, type Clock } from '../../contract/clock.js';
 import { AdapterError, adapterErrorKinds, invalidInput, unavailable, type AdapterErrorKind } from '../../contract/errors.js';
 import { invocationResultSchema } from '../../contract/schemas.js';
 import type { InvocationRequest, WaitFor } from '../../contract/types.js';
@@ -154,7 +154,7 @@ export class HttpContracts implements ContractCalls {
       } finally {
         signal?.removeEventListener('abort', stop);
       }
-      await delayed(clock, delay, signal);
+      await pause(clock, delay, signal);
     }
   }
 
@@ -200,19 +200,6 @@ export class HttpContracts implements ContractCalls {
       );
     return token;
   }
-}
-
-/** Resolves `delayMs` from now on the clock, or as soon as `signal` aborts. */
-function delayed(clock: Clock, delayMs: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise<void>((resolve) => {
-    const done = () => {
-      timer.cancel();
-      signal?.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = clock.at(clock.nowMs() + delayMs, done);
-    signal?.addEventListener('abort', done, { once: true });
-  });
 }
 
 function parseJson(text: string): unknown {
