@@ -108,23 +108,25 @@ function heldBelow(levels: number): string {
 }
 
 /**
- * Throws invalidInput when `value` nests deeper than `depthMax` (limits.jsonDepthMax by default),
- * as the strict parser would refuse it: what a sender checks before it sends a value a reader parses
- * to that depth (a peer's result, which the coordinator reads in its result message).
+ * Why `value` cannot be sent, or undefined: it nests deeper than `depthMax` (limits.jsonDepthMax by
+ * default), as the strict parser would refuse it. What a sender checks before it sends a value a
+ * reader parses to that depth (a peer's result, which the coordinator reads in its result message;
+ * a workflow's contract input, which admission takes).
  */
-export function checkNesting(value: JsonValue, what: string, depthMax: number = limits.jsonDepthMax): void {
+export function nestingProblem(value: JsonValue, what: string, depthMax: number = limits.jsonDepthMax): string | undefined {
   const stack: JsonValue[] = [value];
   const depths: number[] = [0];
   while (stack.length > 0) {
     const item = stack.pop() as JsonValue;
     const depth = depths.pop() as number;
     if (typeof item !== 'object' || item === null) continue;
-    if (depth >= depthMax) throw invalidInput(`${what}: nesting deeper than ${depthMax}`);
+    if (depth >= depthMax) return `${what}: nesting deeper than ${depthMax}`;
     for (const member of Array.isArray(item) ? item : Object.values(item)) {
       stack.push(member);
       depths.push(depth + 1);
     }
   }
+  return undefined;
 }
 
 /** The first number (in document order) JSON has no form for, and where it is. */

@@ -5,7 +5,7 @@
  * request. On redelivery it returns the result it already has instead of repeating the effect. It
  * answers cancel requests for the attempt it runs: stopped, already-completed or unknown.
  */
-import { checkNesting, parseStrictBytes } from '../contract/ijson.js';
+import { nestingProblem, parseStrictBytes } from '../contract/ijson.js';
 import type { JsonValue } from '../contract/json.js';
 import { checkCancelRequest, parseRequestMessage } from '../events/wire-schemas.js';
 import { encodeWire, type CancelOutcome, type CancelRequest, type ClaimMessage, type RequestMessage, type ResultMessage } from '../events/wire.js';
@@ -16,7 +16,7 @@ import { SystemClock, type Clock, type TimerHandle } from '../contract/clock.js'
 import { BoundedMap } from '../contract/bounded-map.js';
 import { MemoryEffectSink, type EffectSink } from './effect-sink.js';
 import { limits } from '../contract/limits.js';
-import { AdapterError } from '../contract/errors.js';
+import { invalidInput, type AdapterError } from '../contract/errors.js';
 
 export interface HandlerContext {
   request: RequestMessage;
@@ -238,8 +238,8 @@ class PeerRuntime implements Peer {
       result = outcome.result;
     }
     // A result deeper than a value may be would be dropped unread by the coordinator: never sent.
-    const tooDeep = nestingRefusal(result);
-    if (tooDeep !== undefined) return this.undeliverable(inbound, request, tooDeep);
+    const tooDeep = nestingProblem(result, 'result');
+    if (tooDeep !== undefined) return this.undeliverable(inbound, request, invalidInput(tooDeep));
     const published = await this.publishResult(interaction, request, result);
     if (published.refusal !== undefined) return this.undeliverable(inbound, request, published.refusal);
     // The request is acknowledged only once the result is stored (or sent, on best-effort transports).
@@ -415,16 +415,6 @@ class PeerRuntime implements Peer {
     } catch {
       return undefined;
     }
-  }
-}
-
-/** The refusal of a result nested deeper than limits.jsonDepthMax, or undefined. */
-function nestingRefusal(result: JsonValue): AdapterError | undefined {
-  try {
-    checkNesting(result, 'result');
-    return undefined;
-  } catch (error) {
-    return error instanceof AdapterError ? error : undefined;
   }
 }
 

@@ -11,7 +11,7 @@
  * with the operation it already admitted.
  */
 import { AdapterError } from '../../contract/errors.js';
-import { checkNesting } from '../../contract/ijson.js';
+import { nestingProblem } from '../../contract/ijson.js';
 import { sha256Hex } from '../../contract/canonical.js';
 import { operationId } from '../../contract/ids.js';
 import { cutText, ownMember, setMember, type JsonObject, type JsonValue } from '../../contract/json.js';
@@ -595,18 +595,9 @@ function contractArgs(args: JsonObject, ref: string): ContractArgs {
       `with.invocationKey must be 1 to ${limits.invocationKeyBytesMax} bytes of UTF-8 (it is ${Buffer.byteLength(key, 'utf8')} bytes)`,
     );
   // The input admission takes is 64 levels deep at most: one deeper is refused here, before a key is bound or a request sent.
-  try {
-    checkNesting(args.input ?? null, 'with.input');
-  } catch (error) {
-    if (!(error instanceof AdapterError)) throw error;
-    throw raise(
-      'validation',
-      400,
-      'Invalid contract call',
-      ref,
-      `${error.description ?? error.message}: admission takes an input of ${limits.jsonDepthMax} levels at most`,
-    );
-  }
+  const tooDeep = nestingProblem(args.input ?? null, 'with.input');
+  if (tooDeep !== undefined)
+    throw raise('validation', 400, 'Invalid contract call', ref, `${tooDeep}: admission takes an input of ${limits.jsonDepthMax} levels at most`);
   return {
     contract: { id: contract.id as string, version: contract.version as string, digest: contract.digest as string },
     interaction: args.interaction as string,
