@@ -14,7 +14,7 @@ import { AdapterError } from '../../contract/errors.js';
 import { nestingProblem } from '../../contract/ijson.js';
 import { sha256Hex } from '../../contract/canonical.js';
 import { operationId } from '../../contract/ids.js';
-import { cutText, ownMember, setMember, type JsonObject, type JsonValue } from '../../contract/json.js';
+import { ownMember, setMember, type JsonObject, type JsonValue } from '../../contract/json.js';
 import { limits } from '../../contract/limits.js';
 import { quoted } from '../../contract/validation.js';
 import type { ContractRef, WaitFor } from '../../contract/types.js';
@@ -22,7 +22,7 @@ import { outputResultLevels, type InvocationResult } from '../../projections/vie
 import { stageInvocationKey } from '../ids.js';
 import { contractDecisionErrorType, contractOutputErrorType, contractSettlementErrorType } from '../contract-errors.js';
 import { isObject } from './document.js';
-import { WorkflowRaise, adapterErrorProblems, raise } from './dsl-errors.js';
+import { WorkflowRaise, raise, raiseAdapterError } from './dsl-errors.js';
 import type { WorkflowError } from './events.js';
 import type { Interpreting as Interpreter, TaskRun } from './run.js';
 import { Halted } from './journal.js';
@@ -680,7 +680,7 @@ async function invokeAndWait(interpreter: Interpreter, run: TaskRun, args: Contr
   } catch (error) {
     // Stopped (the task's or the workflow's timeout, a losing branch): the call has no answer to record.
     if (run.frame.signal.aborted) throw new Halted('the call was stopped');
-    if (error instanceof AdapterError) throw new WorkflowRaise(adapterFault(error, ref));
+    if (error instanceof AdapterError) throw raiseAdapterError(error, `Contract call ${error.kind}`, ref, error.description ?? error.message);
     throw error;
   }
 }
@@ -733,10 +733,4 @@ function answerOf(result: InvocationResult, waitFor: WaitFor, ref: string): Json
     });
   }
   return view;
-}
-
-/** AdapterError kinds as DSL errors: denial, expired input, unavailability and protocol conflict stay distinct. */
-function adapterFault(error: AdapterError, ref: string): WorkflowError {
-  const { type, status } = adapterErrorProblems[error.kind];
-  return { type, status, title: `Contract call ${error.kind}`, detail: cutText(error.description ?? error.message, 4000), instance: ref };
 }

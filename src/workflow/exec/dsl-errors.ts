@@ -2,7 +2,7 @@
  * The DSL's standard errors (RFC 7807 problem details, dsl-reference.md "Standard Error Types"),
  * the error a task raises, and error filters (`catch.errors.with`).
  */
-import type { AdapterErrorKind } from '../../contract/errors.js';
+import type { AdapterError, AdapterErrorKind } from '../../contract/errors.js';
 import { cutText, type JsonValue } from '../../contract/json.js';
 import { limits } from '../../contract/limits.js';
 import type { WorkflowError } from './events.js';
@@ -63,6 +63,16 @@ function recordableError(error: WorkflowError): WorkflowError {
     ...(instance === undefined ? {} : { instance: cutText(instance, textMax) }),
     ...(detail === undefined ? {} : { detail: cutText(detail, limits.workflowErrorDetailCharsMax) }),
   };
+}
+
+/**
+ * An AdapterError raised at a task as the DSL error of its kind (adapterErrorProblems): a contract
+ * call's refusal, a child workflow's start refused or its look-up. `detail` is cut to 4 000
+ * characters.
+ */
+export function raiseAdapterError(error: AdapterError, title: string, instance: string, detail: string): WorkflowRaise {
+  const { type, status } = adapterErrorProblems[error.kind];
+  return new WorkflowRaise({ type, status, title, detail: cutText(detail, 4000), instance });
 }
 
 export function raise(kind: keyof typeof errorTypes, status: number, title: string, instance: string, detail?: string): WorkflowRaise {

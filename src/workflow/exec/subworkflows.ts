@@ -59,7 +59,7 @@ import { valueAt } from '../../contract/bundle.js';
 import { stageInvocationKey, workflowInstanceId } from '../ids.js';
 import { contractAnswerLevels } from './calls.js';
 import { isObject, subworkflowRefOf, type SubworkflowRef } from './document.js';
-import { WorkflowRaise, adapterErrorProblems, raise } from './dsl-errors.js';
+import { WorkflowRaise, raise, raiseAdapterError } from './dsl-errors.js';
 import type { SubworkflowDisposed, SubworkflowDisposition, WorkflowCancelledBeforeStart } from './events.js';
 import { Halted } from './journal.js';
 import { ranInside, schemeOf } from './keys.js';
@@ -127,10 +127,9 @@ function resolveChild(host: SubworkflowHost, record: WorkflowRecord, target: Sub
     return host.resolve(record, target);
   } catch (error) {
     if (!(error instanceof AdapterError) || error.kind === 'unavailable') throw error;
-    const { type, status } = adapterErrorProblems[error.kind];
     const workflow = `${target.namespace}/${target.name}@${target.version ?? 'latest'}`;
     const detail = `the workflow ${workflow} could not be resolved (${error.kind}): ${error.description ?? error.message}`;
-    throw new WorkflowRaise({ type, status, title: 'Child workflow not resolved', detail: cutText(detail, 4000), instance: ref });
+    throw raiseAdapterError(error, 'Child workflow not resolved', ref, detail);
   }
 }
 
@@ -172,7 +171,7 @@ async function startAndWait(
     // its bundle, its key pruned or taken by another start): every later start meets it again, so it is the DSL's error
     // at the task, of its kind (as a contract call's refusal is), recorded as the call's answer and catchable. Only an
     // unavailable store is thrown, for the parent to be driven again; its task's or its workflow's timeout still ends it.
-    if (error instanceof AdapterError && error.kind !== 'unavailable') throw new WorkflowRaise(childRefused(error, request, ref));
+    if (error instanceof AdapterError && error.kind !== 'unavailable') throw childRefused(error, request, ref);
     throw error;
   });
   if (instanceId !== expectedId) throw raise('runtime', 500, 'Child workflow mismatch', ref, `started ${instanceId}, expected ${expectedId}`);
@@ -200,10 +199,9 @@ async function startAndWait(
 }
 
 /** A definite refusal of the child's start, raised at the parent's task: the DSL error of its kind, the refusal as its detail. */
-function childRefused(error: AdapterError, request: ChildStart, ref: string): WorkflowRaise['error'] {
-  const { type, status } = adapterErrorProblems[error.kind];
+function childRefused(error: AdapterError, request: ChildStart, ref: string): WorkflowRaise {
   const detail = `the start of workflow ${headerName(request.document)} was refused (${error.kind}): ${error.description ?? error.message}`;
-  return { type, status, title: 'Child workflow refused', detail: cutText(detail, 4000), instance: ref };
+  return raiseAdapterError(error, 'Child workflow refused', ref, detail);
 }
 
 /** The child's error, raised at the parent's task: its type, status and title kept (a catch filters on them), the child named in the detail. */
