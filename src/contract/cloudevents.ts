@@ -83,6 +83,10 @@ const mediaType = '^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}/[A-Za-z0-9][A-Za-z0-9
 const jsonMediaType = '^[^/]+/(?:[^;]*\\+)?[Jj][Ss][Oo][Nn][ \\t]*(?:;.*)?$';
 
 const jsonMediaTypePattern = new RegExp(jsonMediaType, 'u');
+const mediaTypePattern = new RegExp(mediaType, 'u');
+
+/** Whether a value is a media type as the checker reads `datacontenttype` (binary mode's content-type is one). */
+export const isMediaType = (value: string): boolean => mediaTypePattern.test(value);
 
 /** Whether an event's data under this datacontenttype is JSON (a JSON value in the JSON format), as the checker reads the type. */
 export const declaresJson = (datacontenttype: string): boolean => jsonMediaTypePattern.test(datacontenttype);

@@ -10,7 +10,7 @@
  * read here is a string (`ce-priority: 5` is `"priority": "5"`), which the CloudEvents type system
  * lets a receiver that does not know the extension keep.
  */
-import { declaresJson } from '../contract/cloudevents.js';
+import { declaresJson, isMediaType } from '../contract/cloudevents.js';
 import { invalidInput } from '../contract/errors.js';
 import { parseStrictBytes } from '../contract/ijson.js';
 import type { JsonObject } from '../contract/json.js';
@@ -26,8 +26,8 @@ export const attributeHeaderPrefix = 'ce-';
 const attributeName = /^[a-z0-9]{1,20}$/;
 /** A header value as HTTP and the binding allow it: printable US-ASCII and the space (§3.1.3.2). */
 const printableAscii = /^[\x20-\x7e]*$/;
-/** A media type's name (RFC 6838 §4.2), then parameters: what a content-type must be to declare the data's type. */
-const mediaTypeName = /^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}\/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}(?:[ \t]*;[\t\x20-\x7e]*)?$/;
+/** What a content-type header holds here: printable US-ASCII and the tab (its parameters' characters). */
+const headerText = /^[\t\x20-\x7e]*$/;
 /** The attributes binary mode requires, in the order an event written here lists them first. */
 const requiredAttributes = ['specversion', 'id', 'source', 'type'] as const;
 
@@ -147,7 +147,7 @@ function percentDecoded(header: string, text: string): string {
  */
 export function checkBinaryContentType(contentType: string | undefined): void {
   if (contentType === undefined) return;
-  if (!mediaTypeName.test(contentType))
+  if (!headerText.test(contentType) || !isMediaType(contentType))
     throw new UnsupportedMediaType(undefined, `binary mode: content-type ${quoted(contentType)} is not a media type; it is the event's datacontenttype`);
   if (!declaresJson(contentType) && !isText(contentType)) return;
   const charsets = charsetsOf(contentType);
