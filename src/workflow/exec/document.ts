@@ -12,7 +12,7 @@ import { checkAuthenticationPolicy, checkCallAuthentication } from '../authentic
 import { authenticationPlaces, checkSecretUses, valueAt } from '../secrets.js';
 import { checkFlowDirective, namesWorkflow, refusedCallTypes, type WorkflowRef } from '../refs.js';
 import { workflowDslVersion } from '../version.js';
-import { durationMs } from './duration.js';
+import { durationForm, durationMs } from './duration.js';
 import { checkDeterministicJq } from '../jq-determinism.js';
 import { escapePointer, forEachExpression, isExpression, pointerOf, programOf } from './expressions.js';
 
@@ -423,9 +423,7 @@ function checkDuration(value: JsonValue | undefined, pointer: string): void {
     );
   if (typeof value === 'string' && calendarDuration.test(value) && /[YW]|^P[^T]*M/.test(value))
     throw unsupported(`${pointer}: ${JSON.stringify(value)}: years, months and weeks are not supported (a duration is days, hours, minutes and seconds)`);
-  throw invalidInput(
-    `${pointer}: not a duration (ISO 8601 PnDTnHnMnS, or at least one of the lowercase keys days, hours, minutes, seconds, milliseconds, each a non-negative integer) of at most 2^53 − 1 ms`,
-  );
+  throw invalidInput(`${pointer}: not a duration (${durationForm}) of at most 2^53 − 1 ms`);
 }
 
 /** How many tasks a (checked) task list may run at once: the most any of its tasks runs, one after another. */

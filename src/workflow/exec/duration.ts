@@ -14,6 +14,10 @@ const units: ReadonlyMap<string, number> = new Map([
 ]);
 const iso = /^P(?:(\d+(?:\.\d+)?)D)?(?:T(?:(\d+(?:\.\d+)?)H)?(?:(\d+(?:\.\d+)?)M)?(?:(\d+(?:\.\d+)?)S)?)?$/;
 
+/** What a duration is, as a refusal says it (the document's check, a wait's computed duration). */
+export const durationForm =
+  'ISO 8601 PnDTnHnMnS, or at least one of the lowercase keys days, hours, minutes, seconds, milliseconds, each a non-negative integer';
+
 /**
  * Milliseconds, or undefined when the value is not a duration the DSL 1.0.3 schema allows (or one
  * longer than a safe integer of milliseconds): an ISO 8601 string of days to seconds, or an

@@ -8,7 +8,7 @@ import { cloudEventProblem, type CloudEvent, type CloudEventSink, type EmitOrigi
 import { AdapterError } from '../../contract/errors.js';
 import type { JsonObject, JsonValue } from '../../contract/json.js';
 import { isExpression, isObject, resolveNamed, type TaskEntry } from './document.js';
-import { durationMs } from './duration.js';
+import { durationForm, durationMs } from './duration.js';
 import { WorkflowRaise, errorFrom, errorMatches, errorValue, raise } from './dsl-errors.js';
 import type { WorkflowError, WorkflowEvent } from './events.js';
 import { runListen } from './listen.js';
@@ -84,14 +84,7 @@ async function runWait(interpreter: Interpreter, run: TaskRun): Promise<KindOutc
   const ms = durationMs(
     isExpression(wait) ? await interpreter.evaluate(`${run.at}>wait`, wait, run.input, run.frame, { input: run.input }, run.entry.pointer) : wait,
   );
-  if (ms === undefined)
-    throw raise(
-      'validation',
-      400,
-      'Invalid duration',
-      run.entry.pointer,
-      'wait must be a duration: ISO 8601 PnDTnHnMnS, or at least one of the lowercase keys days, hours, minutes, seconds, milliseconds, each a non-negative integer',
-    );
+  if (ms === undefined) throw raise('validation', 400, 'Invalid duration', run.entry.pointer, `wait must be a duration: ${durationForm}`);
   // The wait counts from the committed start.
   await interpreter.flush();
   const started = interpreter.record.tasks[run.at];
@@ -256,23 +249,27 @@ async function runTry(interpreter: Interpreter, run: TaskRun): Promise<KindOutco
       if (!(error instanceof WorkflowRaise)) throw error;
       const caught = await catches(interpreter, run, frame, handling, spec, error.error);
       if (!caught) throw error;
-      const errorVar = { [typeof spec.as === 'string' ? spec.as : 'error']: errorValue(error.error) };
       const retryAtMs = await retryDelay(interpreter, run, frame, handling, spec, attempt, error.error);
       if (retryAtMs !== undefined) {
         await sleepUntil(interpreter, `${run.at}(${attempt})>retry`, retryAtMs, 'retry', run.frame);
         continue;
       }
       if (spec.do === undefined) return { output: run.input, ended: false };
-      const handler: Frame = { ...frame, vars: { ...frame.vars, ...errorVar } };
+      const handler: Frame = { ...frame, vars: { ...frame.vars, ...caughtVar(spec, error.error) } };
       return interpreter.runList(spec.do, `${run.entry.pointer}/catch/do`, run.input, handler);
     }
   }
 }
 
+/** The caught error as the catch names it (`catch.as`, by default `error`): what its when, exceptWhen, retry and do read. */
+function caughtVar(spec: JsonObject, error: WorkflowError): Record<string, JsonValue> {
+  return { [typeof spec.as === 'string' ? spec.as : 'error']: errorValue(error) };
+}
+
 async function catches(interpreter: Interpreter, run: TaskRun, frame: Frame, handling: string, spec: JsonObject, error: WorkflowError): Promise<boolean> {
   const filter = isObject(spec.errors) && isObject(spec.errors.with) ? spec.errors.with : undefined;
   if (!errorMatches(error, filter)) return false;
-  const vars = { [typeof spec.as === 'string' ? spec.as : 'error']: errorValue(error), input: run.input };
+  const vars = { ...caughtVar(spec, error), input: run.input };
   const withVars: Frame = { ...frame, vars: { ...frame.vars, ...vars } };
   if (typeof spec.when === 'string' && !truthy(await interpreter.evaluate(`${handling}>catch.when`, spec.when, run.input, withVars, {}, run.entry.pointer)))
     return false;
@@ -310,8 +307,7 @@ async function retryDelay(
   const limit = isObject(policy.limit) ? policy.limit : {};
   const count = isObject(limit.attempt) && typeof limit.attempt.count === 'number' ? limit.attempt.count : Number.POSITIVE_INFINITY;
   if (attempt > count) return undefined;
-  const errorVar = { [typeof spec.as === 'string' ? spec.as : 'error']: errorValue(caught) };
-  const withVars: Frame = { ...frame, vars: { ...frame.vars, ...errorVar } };
+  const withVars: Frame = { ...frame, vars: { ...frame.vars, ...caughtVar(spec, caught) } };
   if (typeof policy.when === 'string' && !truthy(await interpreter.evaluate(`${handling}>retry.when`, policy.when, run.input, withVars, {}, run.entry.pointer)))
     return undefined;
   if (
