@@ -35,7 +35,7 @@ import { limits } from '../contract/limits.js';
 import { adapterErrorSchema, invocationRequestLevels, invocationRequestSchema, invocationResultSchema } from '../contract/schemas.js';
 import type { InvocationRequest, WaitFor } from '../contract/types.js';
 import { describeErrors } from '../contract/validation.js';
-import type { InvocationResult } from '../projections/views.js';
+import { outputResultLevels, type InvocationResult } from '../projections/views.js';
 import type { InboundMessage, Subscription, Transport } from '../adapters/transport/types.js';
 import { PayloadTooLarge } from '../adapters/transport/nats-errors.js';
 import type { Caller, InvocationService } from '../runtime/service.js';
@@ -148,10 +148,10 @@ export const commandReplySchema = {
 
 /**
  * The levels an invoke, get or cancel reply holds a value below its root: a peer's result, at most
- * limits.jsonDepthMax deep, is deepest in a collected output (`result.output.outcomes[i].result`);
- * elsewhere it is at `result.branches[i].result` (4), an output at `result.output` (2).
+ * limits.jsonDepthMax deep, is deepest in a collected output (`result.output`, 2, then
+ * outputResultLevels); elsewhere it is at `result.branches[i].result` (4), an output at `result.output` (2).
  */
-export const commandReplyLevels = 5;
+export const commandReplyLevels = 2 + outputResultLevels;
 
 /** The list parameters of GET /contract-invocations, as JSON values; parseListParameters checks each. */
 export const listCommandSchema = {
