@@ -1182,8 +1182,8 @@ export class WorkflowExecutor implements CloudEventIntake {
     this.stopping.abort();
     for (const controller of this.supervised.values()) controller.abort();
     this.rescan?.cancel();
-    for (const retry of [...[...this.retries.values()].map((redrive) => redrive.timer), ...[...this.disposeRetries.values()].map((owed) => owed.timer)])
-      retry?.cancel();
+    for (const redrive of this.retries.values()) redrive.timer.cancel();
+    for (const owed of this.disposeRetries.values()) owed.timer?.cancel();
     this.retries.clear();
     this.disposeRetries.clear();
     await Promise.allSettled([...this.running.values(), ...this.disposing.values()]);
