@@ -15,7 +15,7 @@ import { seededRandom } from '../../src/runtime/random.js';
 import { WorkflowExecutor, type StartRequest } from '../../src/workflow/exec/executor.js';
 import { JqWorkerEvaluator } from '../../src/workflow/exec/jq.js';
 import { workflowStreams } from '../../src/workflow/exec/streams.js';
-import { assertReplayEqual, delegatingParent, harness, quickDocument, runToEnd, workflowsAmong, yaml, type Harness } from './support.js';
+import { assertReplayEqual, delegatingParent, eventually, harness, quickDocument, runToEnd, workflowsAmong, yaml, type Harness } from './support.js';
 
 const spec = 'https://serverlessworkflow.io/spec/1.0.0/errors/';
 
@@ -68,6 +68,16 @@ do:
         do:
           - report:
               set: '\${ { caught: $problem } }'
+`);
+
+/** A parent whose task delegating to `quick` times out after 1.2 s. */
+const timedDelegate = yaml(`
+document: { dsl: '1.0.3', namespace: t, name: timed, version: '1.0.0' }
+do:
+  - delegate:
+      timeout: { after: { milliseconds: 1200 } }
+      run:
+        workflow: { namespace: t, name: quick, version: '1.0.0' }
 `);
 
 test("a child whose start is refused as unsupported (its own child not pinned) faults its parent's task with a configuration error, not a retry for ever", async () => {
@@ -145,15 +155,7 @@ test("a child start unavailable for good is retried until the task's timeout, th
   const h = refusingHarness();
   try {
     h.executor.refusals = ['unavailable'];
-    const timed = yaml(`
-document: { dsl: '1.0.3', namespace: t, name: timed, version: '1.0.0' }
-do:
-  - delegate:
-      timeout: { after: { milliseconds: 1200 } }
-      run:
-        workflow: { namespace: t, name: quick, version: '1.0.0' }
-`);
-    const byTask = await runToEnd(h, timed, {}, 'task', 10_000);
+    const byTask = await runToEnd(h, timedDelegate, {}, 'task', 10_000);
     assert.equal(byTask.status, 'faulted');
     assert.equal(byTask.error?.type, `${spec}timeout`);
     assert.equal(byTask.error?.instance, '/do/0/delegate');
@@ -177,15 +179,6 @@ do:
     await h.close();
   }
 });
-
-/** Polls `predicate` in real time (the instance's work is asynchronous), without moving an injected clock. */
-async function eventually(predicate: () => Promise<boolean>, what: string): Promise<void> {
-  for (let tries = 0; tries < 400; tries++) {
-    if (await predicate()) return;
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-  assert.fail(`timed out waiting for ${what}`);
-}
 
 test("a task's timeout that fires while its child's start is retried as unavailable is acted on when it fires, not at the next retry", async () => {
   const clock = new VirtualClock();
@@ -334,15 +327,7 @@ test("a workflows resolver unavailable, or failing with no AdapterError, is retr
     assert.equal(h.executor.failures.filter((error) => isAdapterError(error) && error.kind === 'unavailable').length, 2);
     resolver.arm();
     resolver.failures = [new TypeError('resolver defect')];
-    const timed = yaml(`
-document: { dsl: '1.0.3', namespace: t, name: timed, version: '1.0.0' }
-do:
-  - delegate:
-      timeout: { after: { milliseconds: 1200 } }
-      run:
-        workflow: { namespace: t, name: quick, version: '1.0.0' }
-`);
-    const byTask = await runToEnd(h, timed, {}, 'defect', 10_000);
+    const byTask = await runToEnd(h, timedDelegate, {}, 'defect', 10_000);
     assert.equal(byTask.status, 'faulted');
     assert.equal(byTask.error?.type, `${spec}timeout`);
     assert.equal(byTask.error?.instance, '/do/0/delegate');

@@ -11,8 +11,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { VirtualClock } from '../../src/contract/clock.js';
 import type { JsonValue } from '../../src/contract/json.js';
-import { eventually, pendingAnswer, stubContracts, stubDigest, unavailableAnswer } from './stub-runtime.js';
-import { assertReplayEqual, harness, slowDocument, workflowsAmong, yaml } from './support.js';
+import { pastTheTimeout, pendingAnswer, stubContracts, stubDigest, unavailableAnswer } from './stub-runtime.js';
+import { assertReplayEqual, eventually, harness, slowDocument, workflowsAmong, yaml } from './support.js';
 
 const timeoutMs = 3000;
 const timeout = `timeout: { after: { milliseconds: ${timeoutMs} } }`;
@@ -103,11 +103,8 @@ for (const placement of ['fork', 'enclosing', 'workflow'] as const)
           document: race(placement),
           input: {},
         });
-        while (clock.nowMs() < startedAtMs + timeoutMs) await clock.advance(100);
-        // The timeout fired; the retry budget has about 27 s left.
-        await eventually(async () => (await h.executor.get(instanceId))?.status !== 'running', 'the timeout to end the instance');
-        // Ended, the instance sends nothing more, however long its retries would have gone on.
-        for (let waitedMs = 0; waitedMs < 5000; waitedMs += 100) await clock.advance(100);
+        // The timeout fires with most of the retry budget (30 s) left; ended, the instance sends nothing more.
+        await pastTheTimeout(clock, h.executor, instanceId, startedAtMs, timeoutMs);
         const record = await h.executor.get(instanceId);
         assert.equal(record?.status, 'faulted');
         assert.equal(record?.error?.type, 'https://serverlessworkflow.io/spec/1.0.0/errors/timeout');

@@ -25,17 +25,16 @@ ${extra}do:
         retry: ${retry}${handler}
 `);
 
+/** A catch.do that answers `{handled: true}`, as `retrying`'s handler. */
+const handledDo = `\n        do:\n          - handled:\n              set: { handled: true }`;
+
 test("a retry backoff past what a timer records faults the try with a validation error naming the policy's pointer, inline and named", async () => {
   const h = harness();
   try {
     const cases: [string, JsonValue, string][] = [
       ['inline', retrying(`{ delay: ${tooLate} }`), '/do/0/t/catch/retry'],
       ['named', retrying('late', `use: { retries: { late: { delay: ${tooLate} } } }\n`), '/use/retries/late'],
-      [
-        'with a catch.do',
-        retrying(`{ delay: ${tooLate} }`, '', `\n        do:\n          - handled:\n              set: { handled: true }`),
-        '/do/0/t/catch/retry',
-      ],
+      ['with a catch.do', retrying(`{ delay: ${tooLate} }`, '', handledDo), '/do/0/t/catch/retry'],
     ];
     for (const [name, document, pointer] of cases) {
       const record = await runToEnd(h, document, {}, name, 10_000);
@@ -88,11 +87,7 @@ do:
 test("a backoff past what a timer records that the policy's limit.duration ends first leaves no retry, as the limit does", async () => {
   const h = harness();
   try {
-    const limited = retrying(
-      `{ delay: ${tooLate}, limit: { duration: { minutes: 1 } } }`,
-      '',
-      `\n        do:\n          - handled:\n              set: { handled: true }`,
-    );
+    const limited = retrying(`{ delay: ${tooLate}, limit: { duration: { minutes: 1 } } }`, '', handledDo);
     const record = await runToEnd(h, limited, {}, 'limited', 10_000);
     assert.equal(record.status, 'completed', JSON.stringify(record.error));
     assert.deepEqual(record.output, { handled: true });
@@ -104,11 +99,7 @@ test("a backoff past what a timer records that the policy's limit.duration ends 
 test('a retry within what a timer records still retries, and one past its count still goes to catch.do', async () => {
   const h = harness();
   try {
-    const within = retrying(
-      `{ delay: { milliseconds: 5 }, limit: { attempt: { count: 2 } } }`,
-      '',
-      `\n        do:\n          - handled:\n              set: { handled: true }`,
-    );
+    const within = retrying(`{ delay: { milliseconds: 5 }, limit: { attempt: { count: 2 } } }`, '', handledDo);
     const record = await runToEnd(h, within, {}, 'within', 10_000);
     assert.equal(record.status, 'completed', JSON.stringify(record.error));
     assert.deepEqual(record.output, { handled: true });

@@ -1,14 +1,15 @@
 /**
  * A contract runtime over HTTP that never decides, for tests of what a stopped call sends and
  * records (contract-call-stop.test.ts, loser-release-stop.test.ts): its answers, the HttpContracts
- * that calls it through a test's own fetch on the test's clock, and a wait in real time for what the
- * executor does once the clock has moved.
+ * that calls it through a test's own fetch on the test's clock, and the run of the clock past a
+ * timeout.
  */
-import assert from 'node:assert/strict';
 import type { VirtualClock } from '../../src/contract/clock.js';
+import type { WorkflowExecutor } from '../../src/workflow/exec/executor.js';
 import { operationId } from '../../src/contract/ids.js';
 import { waitForHeader } from '../../src/runtime/boundary.js';
 import { HttpContracts } from '../../src/workflow/exec/http-contracts.js';
+import { eventually } from './support.js';
 
 /** The digest the documents' contract calls name. */
 export const stubDigest = `sha256:${'ab'.repeat(32)}`;
@@ -39,11 +40,18 @@ export const unavailableAnswer = (): Response => new Response(JSON.stringify({ k
 export const stubContracts = (clock: VirtualClock, fetchStub: typeof fetch): HttpContracts =>
   new HttpContracts({ endpoint: 'http://runtime.test', credential: { env: 'T' }, env: { T: 'token' }, clock, fetch: fetchStub });
 
-/** Polls `predicate` every 5 ms of real time, for at most 2 s. */
-export async function eventually(predicate: () => Promise<boolean>, what: string): Promise<void> {
-  for (let tries = 0; tries < 400; tries++) {
-    if (await predicate()) return;
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-  assert.fail(`timed out waiting for ${what}`);
+/**
+ * Moves the clock to `timeoutMs` after `startedAtMs` in 100 ms steps, waits for the timeout to end
+ * the instance, then moves it 5 s further: what a stopped call would still send, it sends by then.
+ */
+export async function pastTheTimeout(
+  clock: VirtualClock,
+  executor: WorkflowExecutor,
+  instanceId: string,
+  startedAtMs: number,
+  timeoutMs: number,
+): Promise<void> {
+  while (clock.nowMs() < startedAtMs + timeoutMs) await clock.advance(100);
+  await eventually(async () => (await executor.get(instanceId))?.status !== 'running', 'the timeout to end the instance');
+  for (let waitedMs = 0; waitedMs < 5000; waitedMs += 100) await clock.advance(100);
 }

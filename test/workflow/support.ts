@@ -256,3 +256,12 @@ export function bareStarted(extra: Readonly<Record<string, JsonValue>>): Workflo
     ...extra,
   } as WorkflowEvent;
 }
+
+/** Polls `predicate` every 5 ms of real time (the instance's work is asynchronous), for at most 2 s, without moving an injected clock. */
+export async function eventually(predicate: () => Promise<boolean>, what: string): Promise<void> {
+  for (let tries = 0; tries < 400; tries++) {
+    if (await predicate()) return;
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  assert.fail(`timed out waiting for ${what}`);
+}
