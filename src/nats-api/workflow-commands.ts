@@ -94,8 +94,9 @@ export const workflowReplySchema = {
 
 /**
  * The levels a workflow reply holds a value below its root: an instance's output, at
- * `instance.output` (2), may be a contract call's answer, which holds the contract's output one
- * level down and a peer's result outputResultLevels further (the executor's contractAnswerLevels).
+ * `instance.output` (2), which the executor holds to the levels of a contract call's answer (its
+ * outputLevels: the contract's output one level down, a peer's result outputResultLevels further),
+ * a fork's or a listen's list of outputs included. Every output an instance completes with is read.
  */
 export const workflowReplyLevels = 2 + 1 + outputResultLevels;
 

@@ -52,7 +52,44 @@ function bundle(): JsonObject {
   const interactions = b.interactions as JsonObject;
   const allok = interactions.allok as JsonObject;
   interactions.deep = { ...allok, input: { ...(allok.input as JsonObject), properties: { document: {} } } };
+  // `deeper`: collects each peer's result, whatever it holds beside its verdict.
+  interactions.deeper = { ...allok, result: { type: 'object', required: ['verdict'] }, aggregate: { kind: 'collect' } };
+  (b.workflows as JsonObject).forks4 = forkedCalls('forks4', 4);
+  (b.workflows as JsonObject).forks5 = forkedCalls('forks5', 5);
   return b;
+}
+
+/** A value `levels` deep: objects in objects, the innermost empty (`{}` is 1 level). */
+function inputOfLevels(levels: number): JsonObject {
+  let input: JsonObject = {};
+  for (let depth = 1; depth < levels; depth++) input = { a: input };
+  return input;
+}
+
+/** How many levels `value` nests (a scalar is 0, `{}` 1). */
+function levelsOf(value: unknown): number {
+  let deepest = 0;
+  const stack: [unknown, number][] = [[value, 0]];
+  for (let entry = stack.pop(); entry !== undefined; entry = stack.pop()) {
+    const [item, depth] = entry;
+    if (typeof item !== 'object' || item === null) continue;
+    deepest = Math.max(deepest, depth + 1);
+    for (const member of Object.values(item)) stack.push([member, depth + 1]);
+  }
+  return deepest;
+}
+
+/** The peers' result of the `deeper` interaction: 60 levels, as deep as the peer's config holds it below `/interactions/deeper/result`. */
+const deeperResult = { verdict: 'approve', note: inputOfLevels(59) };
+
+/** A workflow whose output is `forks` forks, one inside the other, around a `deeper` contract call (its answer 64 levels deep). */
+function forkedCalls(name: string, forks: number): JsonObject {
+  let task: JsonObject = {
+    call: 'invoke-contract',
+    with: { contract: { id: 'e2e.review', version: '1.0.0' }, interaction: 'deeper', input: { document: 'd' } },
+  };
+  for (let level = forks; level > 1; level--) task = { fork: { branches: [{ [`level${level}`]: task }] } };
+  return { document: { dsl: '1.0.3', namespace: 'e2e', name, version: '1.0.0' }, do: [{ fanout: { fork: { branches: [{ level1: task }] } } }] };
 }
 
 const deployment = deploymentForSuite(
@@ -61,7 +98,9 @@ const deployment = deploymentForSuite(
     store: 'sqlite',
     bundle: bundle(),
     groups: { reviewers: ['alfa'] },
-    peers: { alfa: { interactions: { allok: { result: { verdict: 'approve' } }, deep: { result: { verdict: 'approve' } } } } },
+    peers: {
+      alfa: { interactions: { allok: { result: { verdict: 'approve' } }, deep: { result: { verdict: 'approve' } }, deeper: { result: deeperResult } } },
+    },
     commandClients: ['billing', 'shipping'],
     // Each principal's bound of running instances: billing never holds more than two at once here.
     workflows: { runningInstancesPerPrincipal: 3 },
@@ -273,13 +312,6 @@ test("workflow-start past the principal's bound of running instances (workflows.
   for (const id of ids.slice(1)) await send('shipping', 'workflow-cancel', { instanceId: id });
 });
 
-/** An input `levels` deep: objects in objects, the innermost empty (`{}` is 1 level). */
-function inputOfLevels(levels: number): JsonObject {
-  let input: JsonObject = {};
-  for (let depth = 1; depth < levels; depth++) input = { a: input };
-  return input;
-}
-
 test('a start takes an input as deep as a contract invocation does (its body one level deeper), and the reply nesting it as output is read back; one level more is refused naming the depth', async () => {
   const input = inputOfLevels(limits.jsonDepthMax);
   const reply = await start('billing', 'echo', 'deepest-input', input, 5_000);
@@ -292,6 +324,20 @@ test('a start takes an input as deep as a contract invocation does (its body one
   assert.ok('error' in refused, JSON.stringify(refused).slice(0, 400));
   assert.deepEqual([refused.status, refused.error.kind], [400, 'invalid-input']);
   assert.match(refused.error.description ?? '', /the value at \/input nests deeper than 64 at \/input\/a\//);
+});
+
+test("an instance's output is held to what a workflow reply reads: forks around a contract answer complete to 68 levels and are read back; one fork more faults the outer fork, and that is read back", async () => {
+  const deepest = instanceOf(await start('billing', 'forks4', 'forks-68', { document: 'd' }, 20_000));
+  assert.equal(deepest.status, 'completed', JSON.stringify(deepest.error));
+  assert.equal(levelsOf(deepest.output), limits.jsonDepthMax + 4);
+  const again = instanceOf(await send('billing', 'workflow-get', { instanceId: deepest.instanceId }));
+  assert.deepEqual(again.output, deepest.output);
+  const deeper = instanceOf(await start('billing', 'forks5', 'forks-69', { document: 'd' }, 20_000));
+  assert.equal(deeper.status, 'faulted', JSON.stringify(deeper.output)?.slice(0, 200));
+  assert.deepEqual([deeper.error?.title, deeper.error?.instance], ['Value not recordable', '/do/0/fanout'], JSON.stringify(deeper.error));
+  assert.match(deeper.error?.detail ?? '', /the output of task fanout nests deeper than 68/);
+  const read = instanceOf(await send('billing', 'workflow-get', { instanceId: deeper.instanceId }));
+  assert.deepEqual([read.status, read.error], ['faulted', deeper.error]);
 });
 
 test('convoke workflow start and convoke invoke take an --input as deep as admission does; one level more is refused before anything is sent, naming the depth', async () => {

@@ -650,6 +650,17 @@ async function callContract(interpreter: Interpreter, run: TaskRun, raw: JsonObj
  */
 export const contractAnswerLevels = 1 + outputResultLevels;
 
+/**
+ * The levels a task's output, and so an instance's, may hold a value below its root: a contract
+ * call's answer's (contractAnswerLevels), the deepest a task that makes a value records it with (a
+ * child workflow's output, its `run` answer, is allowed the same). A fork's list of its branches'
+ * outputs and a listen's list of what it took are held to them too (Interpreter.heldOutput), so
+ * every reader of an instance's output — a NATS client reading a workflow reply
+ * (workflowReplyLevels), a parent reading its child's — reads every output an instance completes
+ * with, and a reader never reads one deeper.
+ */
+export const outputLevels = contractAnswerLevels;
+
 const reached = (result: InvocationResult, waitFor: WaitFor): boolean =>
   waitFor === 'settled' ? result.settlement.status !== 'pending' : result.decision !== null;
 

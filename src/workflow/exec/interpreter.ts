@@ -21,7 +21,7 @@
  * Task kinds are in tasks.ts; calls in calls.ts.
  */
 import { AdapterError, AssertionFailure, isAdapterError } from '../../contract/errors.js';
-import { asLogged } from '../../contract/ijson.js';
+import { asLogged, nestingProblem } from '../../contract/ijson.js';
 import { cutText, jsonBytesBound, setMember, type JsonObject, type JsonValue } from '../../contract/json.js';
 import { limits } from '../../contract/limits.js';
 import { cancelledWithInstance, taskTimeoutKey, timeoutError, type Proposal } from './decide.js';
@@ -38,7 +38,8 @@ import { documentSchemas, type DocumentSchemas } from '../schemas.js';
 import { secretNames } from '../secrets.js';
 import { runKind } from './tasks.js';
 import { releaseSubworkflows } from './subworkflows.js';
-import type { Frame, Interpreting, InterpreterDeps, Outcome } from './run.js';
+import type { Frame, Interpreting, InterpreterDeps, Outcome, TaskRun } from './run.js';
+import { outputLevels } from './calls.js';
 
 export type { Frame, InterpreterDeps, Outcome, TaskRun } from './run.js';
 
@@ -289,6 +290,26 @@ export class Interpreter implements Interpreting {
         ...(instance === undefined ? {} : { instance }),
       });
     }
+  }
+
+  /**
+   * A list of other outputs the task answers as its own (run.ts Interpreting.heldOutput): each is
+   * held to limits.jsonDepthMax + outputLevels on its own, and the list adds a level above them, so
+   * a fork of forks around a contract call's answer, or a listen iterating into one, could nest
+   * past what a reader of the instance's output reads. A completion in a log written before keeps
+   * its output as recorded: the run that resumes it walks the same path.
+   */
+  heldOutput(run: TaskRun, output: JsonValue[]): JsonValue[] {
+    if (this.record.tasks[run.at]?.state === 'completed') return output;
+    const depthMax = limits.jsonDepthMax + outputLevels;
+    if (nestingProblem(output, 'output', depthMax) === undefined) return output;
+    throw raise(
+      'runtime',
+      500,
+      'Value not recordable',
+      run.entry.pointer,
+      `the output of task ${run.entry.name} nests deeper than ${depthMax} levels, the most an instance's output is read back with (a value of ${limits.jsonDepthMax} held ${outputLevels} levels down, as a contract call's answer holds a peer's result)`,
+    );
   }
 
   /** A step's value (its error raised again), noted as recorded by that step. */

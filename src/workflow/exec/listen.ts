@@ -10,7 +10,7 @@
  * result from the log.
  */
 import type { JsonObject, JsonValue } from '../../contract/json.js';
-import { contractAnswerLevels } from './calls.js';
+import { outputLevels } from './calls.js';
 import { isObject, transformOf } from './document.js';
 import { timeoutError } from './decide.js';
 import { WorkflowRaise, raise } from './dsl-errors.js';
@@ -26,11 +26,11 @@ const reads = new Set(['data', 'envelope', 'raw']);
 /**
  * The levels a listen's recorded filter arguments add above the values they hold: each argument is
  * one level down (`input`, `context`) and a member of one two (`$workflow.input`,
- * `$workflow.definition`, `$task.input`), and such a value may be a contract call's answer, allowed
- * its own contractAnswerLevels. An input as deep as a caller may give, read by a filter through
- * `$workflow`, is recorded as the filter reads it.
+ * `$workflow.definition`, `$task.input`), and such a value may be a task's output, allowed its own
+ * outputLevels. An input as deep as a caller may give, read by a filter through `$workflow`, is
+ * recorded as the filter reads it.
  */
-const filterArgumentsLevels = 2 + contractAnswerLevels;
+const filterArgumentsLevels = 2 + outputLevels;
 
 export async function runListen(interpreter: Interpreter, run: TaskRun): Promise<JsonValue> {
   const at = run.at;
@@ -80,7 +80,7 @@ export async function runListen(interpreter: Interpreter, run: TaskRun): Promise
     const listen = record.listens[at] as ListenRecord;
     const took = listen.events[count - 1];
     if (foreach && took?.group === 'to') outputs.push(await iterate(interpreter, run, foreach, readEvent(took.event, listen.read), outputs.length));
-    if (await ends(interpreter, run, listen, count)) return foreach ? outputs : outputOf(interpreter, at, count);
+    if (await ends(interpreter, run, listen, count)) return interpreter.heldOutput(run, foreach ? outputs : outputOf(interpreter, at, count));
   }
 }
 

@@ -138,6 +138,13 @@ export interface Interpreting {
   evaluateValue(at: string, value: JsonValue, input: JsonValue, frame: Frame, extra: Readonly<Record<string, JsonValue>>, ref: string): Promise<JsonValue>;
   evaluateArgs(at: string, value: JsonValue, input: JsonValue, frame: Frame, extra: Readonly<Record<string, JsonValue>>, ref: string): Promise<JsonValue>;
   runList(list: JsonValue | undefined, base: string, input: JsonValue, frame: Frame): Promise<{ output: JsonValue; ended: boolean }>;
+  /**
+   * A list of other outputs a task answers as its own (a fork's branches' outputs, a listen's
+   * events or iterations), held to limits.jsonDepthMax + outputLevels (calls.ts) as every task's
+   * output is: deeper, a runtime error (500, `Value not recordable`) at the task, naming it. A
+   * completion the log holds already is as it was recorded.
+   */
+  heldOutput(run: TaskRun, output: JsonValue[]): JsonValue[];
   /** Counts one task execution against the instance's budget (deps.tasksMax): a runtime error (500) at `pointer` past it. */
   spend(pointer: string): void;
   /**

@@ -57,7 +57,7 @@ import { AdapterError, AssertionFailure } from '../../contract/errors.js';
 import { limits } from '../../contract/limits.js';
 import { valueAt } from '../../contract/bundle.js';
 import { stageInvocationKey, workflowInstanceId } from '../ids.js';
-import { contractAnswerLevels } from './calls.js';
+import { outputLevels } from './calls.js';
 import { isObject, subworkflowRefOf, type SubworkflowRef } from './document.js';
 import { WorkflowRaise, raise, raiseAdapterError } from './dsl-errors.js';
 import type { SubworkflowDisposed, SubworkflowDisposition, WorkflowCancelledBeforeStart } from './events.js';
@@ -108,9 +108,9 @@ export async function runSubworkflow(interpreter: Interpreter, run: TaskRun): Pr
     parent: { instanceId: interpreter.record.instanceId, at: run.at, depth },
   };
   const awaited = spec.await !== false;
-  // The child's output may be its contract call's answer, which holds a result contractAnswerLevels down: allowed as there.
+  // The child's output is a task's output (its contract call's answer, a fork's list), held to outputLevels: allowed as there.
   const wait = () => startAndWait(interpreter, run, host, request, child.instanceId, awaited);
-  const answer = await interpreter.step(`${run.at}>run`, run.frame, 'call', wait, true, contractAnswerLevels);
+  const answer = await interpreter.step(`${run.at}>run`, run.frame, 'call', wait, true, outputLevels);
   return awaited ? answer : run.input;
 }
 

@@ -142,7 +142,8 @@ async function runFork(interpreter: Interpreter, run: TaskRun): Promise<KindOutc
     const settled = await Promise.allSettled(branches.map((branch, index) => interpreter.runTask(branch, run.input, frameOf(index, run.frame.signal))));
     const failed = settled.find((result) => result.status === 'rejected');
     if (failed) throw failed.reason;
-    return { output: settled.map((result) => (result as PromiseFulfilledResult<{ output: JsonValue }>).value.output), ended: false };
+    const outputs = settled.map((result) => (result as PromiseFulfilledResult<{ output: JsonValue }>).value.output);
+    return { output: interpreter.heldOutput(run, outputs), ended: false };
   }
   return compete(interpreter, run, branches, frameOf);
 }
