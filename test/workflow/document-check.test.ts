@@ -258,12 +258,40 @@ test("a retry policy's limit.attempt.count that is no integer, or a limit the DS
   refused(() => checkDocument(retrying(`{ limit: { attempt: { max: 3 } } }`)), 'invalid-input', `${inline}/attempt/max`);
   // An attempt.duration that is no duration is invalid before it is unsupported.
   refused(() => checkDocument(retrying(`{ limit: { attempt: { duration: 5 } } }`)), 'invalid-input', `${inline}/attempt/duration`);
-  // What the schema allows: any integer (none below zero retries, as 0), written as 3 or 3.0.
-  for (const count of ['0', '3', '3.0', '-1', '9007199254740993']) {
+  // What the schema allows and convoke runs: an integer from 0, written as 3 or 3.0.
+  for (const count of ['0', '3', '3.0', '9007199254740993']) {
     assert.equal(checkDocument(retrying(`{ limit: { attempt: { count: ${count} } } }`)), 'retrying', count);
     await validateDslDocument(retrying(`{ limit: { attempt: { count: ${count} } } }`) as JsonObject, '');
   }
   assert.equal(checkDocument(retrying('again', `use: { retries: { again: { limit: { attempt: { count: 2 } } } } }`)), 'retrying');
+});
+
+test("a retry policy's count below zero, which the DSL's schema allows, is refused naming its pointer before anything runs, inline and in use.retries; so is every negative duration in a policy", async () => {
+  const inline = '/do/0/attempt/catch/retry';
+  for (const count of ['-1', '-3.0', '-9007199254740993']) {
+    refused(() => checkDocument(retrying(`{ limit: { attempt: { count: ${count} } } }`)), 'invalid-input', `${inline}/limit/attempt/count`, /at least 0/);
+    refused(
+      () => checkDocument(retrying('again', `use: { retries: { again: { limit: { attempt: { count: ${count} } } } } }`)),
+      'invalid-input',
+      '/use/retries/again/limit/attempt/count',
+      /at least 0/,
+    );
+    // The schema's count is any integer: the refusal is convoke's own.
+    await validateDslDocument(retrying(`{ limit: { attempt: { count: ${count} } } }`) as JsonObject, '');
+  }
+  // A duration below zero is no duration (the schema's inline amounts are any integer, its ISO 8601 form has no sign).
+  const negative: [string, string][] = [
+    ['{ delay: { seconds: -1 } }', '/delay'],
+    ['{ delay: { seconds: 2, milliseconds: -1 } }', '/delay'],
+    ['{ delay: PT1S, backoff: { exponential: {} }, limit: { duration: { minutes: -1 } } }', '/limit/duration'],
+    ['{ limit: { duration: -PT1M } }', '/limit/duration'],
+    ['{ jitter: { from: { seconds: -1 }, to: PT1S } }', '/jitter/from'],
+    ['{ jitter: { from: PT0S, to: { milliseconds: -5 } } }', '/jitter/to'],
+  ];
+  for (const [policy, at] of negative) {
+    refused(() => checkDocument(retrying(policy)), 'invalid-input', `${inline}${at}`, /not a duration/);
+    refused(() => checkDocument(retrying('again', `use: { retries: { again: ${policy} } }`)), 'invalid-input', `/use/retries/again${at}`, /not a duration/);
+  }
 });
 
 test("a retry policy the DSL's schema refuses (an unknown key, a backoff not exactly one of constant, linear, exponential, a when that is no string, a jitter without both ends) is refused naming its pointer before anything runs, inline and in use.retries, as the schema refuses it", async () => {

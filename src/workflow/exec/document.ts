@@ -386,8 +386,9 @@ function checkJitter(jitter: JsonValue, pointer: string): void {
 /**
  * A retry policy's limit as the DSL's schema has it: {attempt: {count: integer, duration}, duration}
  * and nothing else. The interpreter reads a count that is no number, or a limit it does not find, as
- * no limit (retries for good), and a count of 1.5 as written; each is refused here instead. Any
- * integer is the schema's: one below zero allows no retry, as 0 does.
+ * no limit (retries for good), and a count of 1.5 as written; each is refused here instead. The
+ * schema's count is any integer, but one below zero says no number of retries: the interpreter read
+ * it as 0, a value the document did not write, so it is refused too.
  */
 function checkRetryLimit(limit: JsonValue, pointer: string): void {
   if (!isObject(limit)) throw invalidInput(`${pointer}: a retry limit is {attempt: {count}, duration}`);
@@ -399,6 +400,8 @@ function checkRetryLimit(limit: JsonValue, pointer: string): void {
   onlyKeys(attempt, ['count', 'duration'], `${pointer}/attempt`, "a retry limit's attempt");
   if (attempt.count !== undefined && !(typeof attempt.count === 'number' && Number.isInteger(attempt.count)))
     throw invalidInput(`${pointer}/attempt/count: the most retries is an integer, got ${JSON.stringify(attempt.count)}`);
+  if (typeof attempt.count === 'number' && attempt.count < 0)
+    throw invalidInput(`${pointer}/attempt/count: the most retries is at least 0 (0 allows none), got ${attempt.count}`);
   if (attempt.duration === undefined) return;
   checkDuration(attempt.duration, `${pointer}/attempt/duration`);
   // The DSL says only "the duration limit, if any, for all retry attempts": not run, so refused rather than ignored.
