@@ -16,7 +16,6 @@ import { parseStrictBytes } from '../contract/ijson.js';
 import type { JsonObject } from '../contract/json.js';
 import { limits } from '../contract/limits.js';
 import { quoted } from '../contract/validation.js';
-import { ContentTooLarge } from '../runtime/errors.js';
 import { charsetsOf, declaresUtf8 } from './body.js';
 import { UnsupportedMediaType } from './errors.js';
 
@@ -162,8 +161,8 @@ const isText = (contentType: string): boolean => /^text\//i.test(contentType);
  * The event binary mode sent: its attributes, `datacontenttype` the content-type, and the body as
  * its data — under a JSON type parsed strictly, as structured mode's body is, to one level less than
  * the event (so that the event is bounded as structured mode's is); under `text/*` its UTF-8 text;
- * under any other type `data_base64`. An empty body is an event without data. Written as JSON past
- * limits.cloudEventBytesMax (base64 and escapes grow it), it is refused as too large (413).
+ * under any other type `data_base64`. An empty body is an event without data. Its size, written as
+ * JSON (base64 and escapes grow it), is bounded where either mode's event is (workflow-events.ts).
  */
 export function binaryEvent(attributes: JsonObject, contentType: string | undefined, body: Buffer | undefined): JsonObject {
   const event: JsonObject = { ...attributes };
@@ -174,11 +173,6 @@ export function binaryEvent(attributes: JsonObject, contentType: string | undefi
     else if (isText(contentType)) event.data = textOf(body);
     else event.data_base64 = body.toString('base64');
   }
-  const bytes = Buffer.byteLength(JSON.stringify(event), 'utf8');
-  if (bytes > limits.cloudEventBytesMax)
-    throw new ContentTooLarge(
-      `the event read from binary mode is ${bytes} bytes written as JSON (binary data as base64, text escaped); at most ${limits.cloudEventBytesMax} (limits.cloudEventBytesMax)`,
-    );
   return event;
 }
 

@@ -30,6 +30,7 @@ import { AdapterError, AssertionFailure, invalidInput } from '../contract/errors
 import { parseStrictBytes } from '../contract/ijson.js';
 import type { JsonObject } from '../contract/json.js';
 import { limits } from '../contract/limits.js';
+import { ContentTooLarge } from '../runtime/errors.js';
 import type { Caller } from '../runtime/service.js';
 import { PrincipalSlots } from '../contract/principal-slots.js';
 import type { Authenticate } from './auth.js';
@@ -202,9 +203,20 @@ function contentModeOf(request: FastifyRequest): ContentMode {
 const modesRefusal = `content-type must be ${cloudEventsMediaType} (structured mode), or the event's attributes in ce- headers (binary mode)`;
 const batchRefusal = `batched mode (application/cloudevents-batch+json) is not taken: send each event alone, in structured mode (${cloudEventsMediaType}) or binary mode (ce- headers)`;
 
-/** The event the request carries, checked as every event is (cloudEventProblem); in binary mode its refusals name its headers. */
+/**
+ * The event the request carries, checked as every event is (cloudEventProblem); in binary mode its refusals name its headers.
+ * Either mode's event written as JSON past limits.cloudEventBytesMax is refused as too large (413), as a body past it is:
+ * the body bound holds the bytes sent, and the event read from them may be larger (binary data as base64, text escaped;
+ * in either mode a number as read, 1e-6 written 0.000001).
+ */
 function eventOf(mode: ContentMode, body: Buffer | undefined): CloudEvent {
   const event = mode.mode === 'structured' ? parseStrictBytes(body ?? Buffer.alloc(0), 'CloudEvent') : binaryEvent(mode.attributes, mode.contentType, body);
+  const bytes = Buffer.byteLength(JSON.stringify(event), 'utf8');
+  if (bytes > limits.cloudEventBytesMax)
+    throw new ContentTooLarge(
+      `the event read from ${mode.mode} mode is ${bytes} bytes written as JSON (${mode.mode === 'binary' ? 'binary data as base64, text escaped, ' : ''}numbers as read: 1e-6 is 0.000001); ` +
+        `at most ${limits.cloudEventBytesMax} (limits.cloudEventBytesMax)`,
+    );
   const problem = mode.mode === 'structured' ? cloudEventProblem(event) : cloudEventProblem(event, binaryMemberName);
   if (problem !== undefined) throw invalidInput(`not a CloudEvent this runtime takes: ${problem}`);
   return event as CloudEvent;

@@ -214,6 +214,27 @@ test('binary mode: each hostile header or body is refused with its status, namin
   });
 });
 
+test('an event over limits.cloudEventBytesMax once read, its body within it, is 413 in either mode, and nothing is taken', async () => {
+  await withServer(async ({ address, auth, listening, taken }) => {
+    const id = await listening('grown', 'com.example.approved');
+    // 1e-6 is 4 bytes sent and 8 written as JSON (0.000001): the body is within the bound, the event read from it is not.
+    const data = `[${Array.from({ length: 45_000 }, () => '1e-6').join(',')}]`;
+    const structured = `{"specversion":"1.0","id":"g1","source":"https://convoke.dev/test","type":"com.example.approved","data":${data}}`;
+    assert.ok(Buffer.byteLength(structured) < limits.cloudEventBytesMax);
+    const sent: [string, Headers, string][] = [
+      ['binary', { ...auth, ...ceHeaders('g1'), 'content-type': 'application/json' }, data],
+      ['structured', { ...auth, 'content-type': 'application/cloudevents+json' }, structured],
+    ];
+    for (const [mode, headers, body] of sent) {
+      const refused = await send(address, headers, body);
+      assert.equal(refused.status, 413, `${mode}: ${JSON.stringify(refused.body)}`);
+      assert.equal(refused.body.kind, 'invalid-input', mode);
+      assert.match(refused.body.description ?? '', new RegExp(`at most ${limits.cloudEventBytesMax} \\(limits\\.cloudEventBytesMax\\)`), mode);
+    }
+    assert.deepEqual(await taken(id), [], 'no refused event was taken');
+  });
+});
+
 test('content-type application/cloudevents+json is structured mode whatever ce- headers say: the body is the event, the headers are not read', async () => {
   await withServer(async ({ address, auth, listening, taken }) => {
     const id = await listening('structured-wins', 'com.example.approved');
