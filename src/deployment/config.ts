@@ -412,6 +412,12 @@ function semanticProblems(config: DeploymentConfig): string[] {
   if (events && config.transport.kind !== 'nats' && ((events.emit ?? 'none') !== 'none' || events.listen))
     problems.push('workflows.events: emit over NATS and listen need a nats transport');
   if (events?.publishers && !events.listen) problems.push('workflows.events.publishers: publishers need listen (nothing would take their events)');
+  // Only the jetstream emit keeps emitted events in a stream: under another emit the stream's settings would be read by nothing.
+  for (const field of ['stream', 'streamEventsPerPrincipal'] as const)
+    if (events?.[field] !== undefined && events.emit !== 'jetstream')
+      problems.push(
+        `workflows.events.${field} is set, but emit is ${events.emit ?? 'none'}: only emit: jetstream keeps emitted events in a stream, so it would do nothing; remove it or set emit: jetstream`,
+      );
   for (const [index, entry] of (config.workflows?.http?.allow ?? []).entries()) {
     const read = originPattern(entry);
     if ('problem' in read) problems.push(`workflows.http.allow[${index}] ${read.problem}`);

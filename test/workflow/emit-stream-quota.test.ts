@@ -230,3 +230,31 @@ test('the share is configured in workflows.events.streamEventsPerPrincipal: 1 to
       String(bad),
     );
 });
+
+test("the emit stream's settings (stream, streamEventsPerPrincipal) without emit: jetstream are refused at load naming the field: no stream is kept, so neither would do anything", () => {
+  const parse = (events: object) =>
+    parseDeploymentConfig(
+      Buffer.from(
+        JSON.stringify(
+          minimalServeConfig({ transport: { kind: 'nats', servers: 'nats://127.0.0.1:1', user: 'coordinator', mode: 'core' }, workflows: { events } }),
+        ),
+      ),
+      '/tmp',
+    );
+  for (const [field, value] of [
+    ['streamEventsPerPrincipal', 25],
+    ['stream', 'MINE'],
+  ] as const)
+    for (const emit of [{}, { emit: 'none' }, { emit: 'nats' }])
+      assert.throws(
+        () => parse({ ...emit, [field]: value }),
+        (error: unknown) =>
+          isAdapterError(error) &&
+          error.kind === 'invalid-input' &&
+          (error.description ?? '').includes(`workflows.events.${field} is set, but emit is ${emit.emit ?? 'none'}:`) &&
+          /only emit: jetstream keeps/.test(error.description ?? ''),
+        `${field} with ${JSON.stringify(emit)}`,
+      );
+  const both = parse({ emit: 'jetstream', stream: 'MINE', streamEventsPerPrincipal: 25 }).workflows?.events;
+  assert.deepEqual([both?.stream, both?.streamEventsPerPrincipal], ['MINE', 25]);
+});
