@@ -14,6 +14,9 @@ import type { JsonObject, JsonValue } from './json.js';
 import { limits } from './limits.js';
 import { describeErrors } from './validation.js';
 
+/** The media type of one event in the CloudEvents JSON format (structured mode): the NATS sink's content-type header, the HTTP route's structured mode. */
+export const cloudEventsMediaType = 'application/cloudevents+json';
+
 export interface CloudEvent extends JsonObject {
   specversion: '1.0';
   id: string;

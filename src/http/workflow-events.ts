@@ -25,7 +25,7 @@
  * The content-type parser lives in this route's own scope: no other route reads a body as its bytes.
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { cloudEventProblem, type CloudEvent, type CloudEventIntake } from '../contract/cloudevents.js';
+import { cloudEventProblem, cloudEventsMediaType, type CloudEvent, type CloudEventIntake } from '../contract/cloudevents.js';
 import { AdapterError, AssertionFailure, invalidInput } from '../contract/errors.js';
 import { parseStrictBytes } from '../contract/ijson.js';
 import type { JsonObject } from '../contract/json.js';
@@ -38,8 +38,6 @@ import { charsetsOf, declaresUtf8 } from './body.js';
 import { binaryAttributes, binaryEvent, binaryMemberName, carriesAttributeHeaders, checkBinaryContentType } from './cloudevents-binary.js';
 import { UnsupportedMediaType } from './errors.js';
 import { errorResponseSchemas } from './schemas.js';
-
-export const cloudEventsMediaType = 'application/cloudevents+json';
 
 export interface WorkflowEventRoutesOptions {
   intake: CloudEventIntake;

@@ -10,9 +10,9 @@ import { test } from 'node:test';
 import { DiscardPolicy, jetstreamManager } from '@nats-io/jetstream';
 import { connect, type Msg } from '@nats-io/transport-node';
 import { MemoryEventStore } from '../../src/adapters/store/memory.js';
-import { NatsCloudEventSink, cloudEventsContentType, emittedStreamBounds, ensureEmittedEventStream } from '../../src/adapters/transport/nats-cloudevents.js';
+import { NatsCloudEventSink, emittedStreamBounds, ensureEmittedEventStream } from '../../src/adapters/transport/nats-cloudevents.js';
 import { AdapterError } from '../../src/contract/errors.js';
-import { emittedMessageId, type CloudEvent, type EmitOrigin } from '../../src/contract/cloudevents.js';
+import { cloudEventsMediaType, emittedMessageId, type CloudEvent, type EmitOrigin } from '../../src/contract/cloudevents.js';
 import { SystemClock } from '../../src/contract/clock.js';
 import type { JsonObject } from '../../src/contract/json.js';
 import type { WorkflowEvent } from '../../src/workflow/exec/events.js';
@@ -62,7 +62,7 @@ test('emit publishes each recorded CloudEvent on <emitPrefix>.<principal>.<type>
     );
     for (const msg of received) {
       assert.equal(msg.subject, 'test.emitted.alice.com.example.tick');
-      assert.equal(msg.headers?.get('content-type'), cloudEventsContentType);
+      assert.equal(msg.headers?.get('content-type'), cloudEventsMediaType);
     }
     // Recorded, then published: the publication step comes after the event's record in the log.
     const log = await store.read(record.instanceId);

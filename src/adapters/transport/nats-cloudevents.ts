@@ -56,6 +56,7 @@ import {
 } from '@nats-io/jetstream';
 import {
   cloudEventProblem,
+  cloudEventsMediaType,
   cloudEventSubject,
   emittedEventSubject,
   emittedMessageId,
@@ -76,8 +77,6 @@ import { EmittedStreamTrim, type EmittedStreamTrimOptions } from './emitted-stre
 import { msToNanos } from './nats-codec.js';
 import { deniedByNats } from './nats-startup.js';
 import { classifyNatsError, messageBytes, pastMaxPayload, streamMessageTooLarge, toAdapterError } from './nats-errors.js';
-
-export const cloudEventsContentType = 'application/cloudevents+json';
 
 /** Subject tokens: the prefix is one or more tokens without wildcards. */
 const prefixPattern = /^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/;
@@ -159,7 +158,7 @@ export class NatsCloudEventSink implements CloudEventSink {
     const subject = emittedEventSubject(this.options.emitSubjectPrefix, origin.principalId, event.type);
     const data = new TextEncoder().encode(JSON.stringify(event));
     const headers = natsHeaders();
-    headers.set('content-type', cloudEventsContentType);
+    headers.set('content-type', cloudEventsMediaType);
     if (this.js) headers.set('Nats-Msg-Id', emittedMessageId(origin));
     return { subject, data, headers };
   }
