@@ -15,6 +15,8 @@
  *     would print it as a bare digit string that this parser itself rejects (so `1e16` fails while
  *     `1E30`, printed `1e+30`, passes) — what parses always canonicalizes and re-parses;
  *   - numbers that overflow to ±Infinity (`1e400`);
+ *   - nonzero numbers that underflow to 0 (`1e-400`): the value read would not be the value
+ *     written (I-JSON, RFC 7493 §2.2); zero itself, however written (`0.0e-400`), is 0;
  *   - lone surrogates, escaped or raw, in keys or strings;
  *   - nesting deeper than limits.jsonDepthMax (or the depth a caller gives: a reply nesting such values).
  *
@@ -307,6 +309,7 @@ class StrictParser {
       isIntegerLiteral = false;
       i = this.requireDigits(i + 1, 'invalid number: a digit must follow the decimal point');
     }
+    const mantissaEnd = i;
     const e = text.charCodeAt(i);
     if (e === 0x65 || e === 0x45 /* e E */) {
       isIntegerLiteral = false;
@@ -317,6 +320,8 @@ class StrictParser {
     }
     const value = Number(text.slice(start, i));
     this.checkNumber(value, isIntegerLiteral, start);
+    // Only a literal with a fraction or an exponent can underflow; a nonzero digit before the exponent says it was no 0.
+    if (value === 0 && !isIntegerLiteral && hasNonzeroDigit(text, start, mantissaEnd)) this.fail('nonzero number underflows to 0', start);
     this.pos = i;
     // -0 and 0 are one JSON value (RFC 8785 writes both as 0): folding to 0 here keeps live state
     // and state replayed from any store's JSON identical.
@@ -442,6 +447,14 @@ class StrictParser {
     }
     throw invalidInput(`${this.what}: ${message} at ${describePointer(jsonPointer(segments))} (offset ${offset})`);
   }
+}
+
+function hasNonzeroDigit(text: string, from: number, to: number): boolean {
+  for (let i = from; i < to; i++) {
+    const c = text.charCodeAt(i);
+    if (c >= 0x31 && c <= 0x39) return true;
+  }
+  return false;
 }
 
 function skipDigits(text: string, i: number): number {

@@ -33,7 +33,8 @@ test('RFC 8785 number examples serialize in the ECMAScript form', () => {
     ['1e21', '1e+21'],
     ['100', '100'],
     ['-1.5E-10', '-1.5e-10'],
-    ['1e-400', '0'],
+    ['-0.0e-400', '0'],
+    ['5e-324', '5e-324'],
   ];
   for (const [text, expected] of cases) {
     assert.equal(canonicalJson(parseStrict(text)), expected, text);

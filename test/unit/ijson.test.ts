@@ -55,6 +55,21 @@ test('numbers that overflow to ±Infinity fail', () => {
   assert.equal(parseStrict('1.7976931348623157e308'), Number.MAX_VALUE);
 });
 
+test('a nonzero number that underflows to 0 fails (I-JSON: the value read would not be the value written); zero written any way is 0', () => {
+  assertInvalid(() => parseStrict('{"n":1e-400}'), 'nonzero number underflows to 0', 'at /n (offset 5)');
+  assertInvalid(() => parseStrict('[0,-2.4e-324]'), 'nonzero number underflows to 0', 'at /1 (offset 3)');
+  assertInvalid(() => parseStrict('0.00001e-320'), 'nonzero number underflows to 0', 'at root (offset 0)');
+  assertInvalid(() => parseStrict('1E-99999'), 'nonzero number underflows to 0');
+  assertInvalid(
+    () => parseStrictBytes(Buffer.from('{"a":[0.0000000000000000000000000000000000000001e-300]}'), 'body'),
+    'body: nonzero number underflows to 0 at /a/0',
+  );
+  // The smallest subnormal is not 0, and neither is what rounds to it.
+  assert.equal(parseStrict('5e-324'), Number.MIN_VALUE);
+  assert.equal(parseStrict('3e-324'), Number.MIN_VALUE);
+  for (const zero of ['0', '-0', '0.0', '-0.000', '0e5', '0E-400', '0.000e+99999', '-0.0e-1']) assert.ok(Object.is(parseStrict(zero), 0), zero);
+});
+
 test('lone surrogates fail in strings', () => {
   assertInvalid(() => parseStrict('{"s":"\\ud800"}'), 'lone surrogate in string', 'at /s (offset 5)');
   assertInvalid(() => parseStrict('["ok","x\\ud800y"]'), 'lone surrogate in string', 'at /1 (offset 6)');
@@ -171,7 +186,7 @@ test('all valid JSON forms parse', () => {
     ['1e-2', 0.01],
     ['0.1', 0.1],
     ['1E30', 1e30],
-    ['1e-400', 0],
+    ['0.0e-400', 0],
     ['""', ''],
     ['"\\"\\\\\\/\\b\\f\\n\\r\\t"', '"\\/\b\f\n\r\t'],
     ['"\\u0000\\u00e9\\u00E9\\u20ac"', '\u0000éé€'],
