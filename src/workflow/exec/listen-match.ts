@@ -28,6 +28,7 @@ import { isObject } from './document.js';
 import { isExpression, programOf, stringsOf } from './expressions.js';
 import type { ExpressionEvaluator } from './jq.js';
 import type { EventSender, WorkflowTransition } from './events.js';
+import { ranInside, schemeOf } from './keys.js';
 import { taskTimeoutKey, type ListenRecord, type WorkflowRecord } from './record.js';
 
 export type ListenGroup = 'to' | 'until';
@@ -126,17 +127,48 @@ export const untilKey = (at: string, index: number): string => `${at}>until[${in
 
 /**
  * Whether the listen takes no more events: its task ended, its timeout fired (a `foreach` listen
- * runs on past it through the events it took before), its strategy is satisfied, or an `until`
- * expression held (or failed: the task faults on it).
+ * runs on past it through the events it took before), its strategy is satisfied, an `until`
+ * expression held (or failed: the task faults on it), or a task execution it runs inside ended
+ * (enclosingEnded).
  */
 export function listenClosed(record: WorkflowRecord, at: string): boolean {
   const listen = record.listens[at];
   if (!listen || record.status !== 'running' || record.tasks[at]?.state !== 'running') return true;
   if (listenTimedOut(record, at) || listenSatisfied(listen, listen.events.length)) return true;
-  return listen.events.some((_e, index) => {
+  const held = listen.events.some((_e, index) => {
     const step = record.steps[untilKey(at, index)];
     return step !== undefined && (!('ok' in step) || truthy(step.ok));
   });
+  return held || enclosingEnded(record, at);
+}
+
+/** enclosingEnded's answers, per tasks map (the fold replaces the map whenever a task starts or ends) and listen. */
+const enclosingAnswers = new WeakMap<WorkflowRecord['tasks'], Map<string, boolean>>();
+
+/**
+ * Whether a task execution the listen at `at` runs inside has ended while the listen is still
+ * recorded running: an enclosing task's timeout faulted it (a `try` may catch that, and the
+ * instance goes on), and the listen's work stopped with it. Nothing will read what that listen
+ * takes, nor record an `until` verdict on it (on which every later event it matched would wait,
+ * untilPending): it takes nothing more. Keys of scheme 3 only: under the older schemes two
+ * executions may share a key (keys.ts), so an ended one could pass for the one the listen runs in.
+ */
+function enclosingEnded(record: WorkflowRecord, at: string): boolean {
+  const tasks = record.tasks;
+  let answers = enclosingAnswers.get(tasks);
+  if (answers === undefined) enclosingAnswers.set(tasks, (answers = new Map()));
+  let ended = answers.get(at);
+  if (ended === undefined) {
+    const ref = tasks[at]?.ref;
+    ended =
+      ref !== undefined &&
+      schemeOf(record.started) === 3 &&
+      Object.entries(tasks).some(
+        ([outer, task]) => task.state !== 'running' && ref.startsWith(`${task.ref}/`) && ranInside(3, { pointer: task.ref, at: outer }, ref, at),
+      );
+    answers.set(at, ended);
+  }
+  return ended;
 }
 
 /** Whether the timeout of the listen's task has fired. */
