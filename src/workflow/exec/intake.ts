@@ -15,7 +15,9 @@
  * record — larger than it takes in one transition, or so large that the transition taking it would
  * be — is refused (ContentTooLarge: invalid-input, 413 over HTTP), naming the limit, before
  * anything is appended; one that only some instance's transition is too large for is answered taken
- * by the instances whose log holds it, and refused when none does.
+ * by the instances whose log holds it, and refused when none does. A filter whose expression the
+ * evaluator did not answer (ExpressionNotAnswered) leaves the event undecided at that instance:
+ * the others are offered it, and the delivery is answered `unavailable`, never as unmatched.
  */
 import type { Clock } from '../../contract/clock.js';
 import type { CloudEvent, CloudEventDelivery } from '../../contract/cloudevents.js';
@@ -24,7 +26,7 @@ import { limits } from '../../contract/limits.js';
 import type { Kernel, Stream } from '../../kernel/index.js';
 import { ContentTooLarge } from '../../runtime/errors.js';
 import type { EventSender, WorkflowTransition } from './events.js';
-import type { ExpressionEvaluator } from './jq.js';
+import { ExpressionNotAnswered, type ExpressionEvaluator } from './jq.js';
 import {
   decideListenEvent,
   identityTakenOtherwise,
@@ -88,10 +90,12 @@ export async function deliverEvent(deps: IntakeDeps, event: CloudEvent, principa
       else if (took !== 'no') matched.push(instance.id);
       if (took === 'appended') appended++;
     } catch (error) {
-      // An instance whose until verdict is still unknown holds only itself: the others are offered the event, then the
-      // delivery is answered unavailable, and the publisher's next send (taken once where it was taken) reaches it.
-      if (!(error instanceof VerdictPending)) throw error;
-      pending ??= error;
+      // An instance whose until verdict is still unknown, or whose filter the evaluator did not answer, holds only itself: the
+      // others are offered the event, then the delivery is answered unavailable, and the publisher's next send (taken once
+      // where it was taken) reaches it.
+      if (error instanceof ExpressionNotAnswered) pending ??= notAnswered(error);
+      else if (error instanceof VerdictPending) pending ??= error;
+      else throw error;
     }
   }
   if (pending !== undefined) throw pending;
@@ -131,6 +135,21 @@ function identityConflict(event: CloudEvent, instances: number): AdapterError {
     'conflict',
     `another event with type ${event.type}, source ${event.source} and id ${event.id}, with other content, was taken by ${instances} workflow instance${instances === 1 ? '' : 's'}: ` +
       'this one was taken by none (one identity names one event); an event with other content needs an id of its own',
+  );
+}
+
+/**
+ * A delivery a listen's filter could not be matched for: the evaluator did not answer one of its
+ * expressions (ExpressionNotAnswered: its worker stopped at the wall-time cap, which says nothing
+ * of the event). Nothing was taken by that instance; `unavailable`, so that the event is sent again
+ * — never `no-match`, which tells its publisher no listen wants it, and drops an emitted event.
+ * It names no instance: an outside publisher's event reaches every principal's.
+ */
+function notAnswered(error: ExpressionNotAnswered): AdapterError {
+  return new AdapterError(
+    'unavailable',
+    `a listening workflow instance could not match the event against its filters (${error.message}); nothing was taken there: publish the event again`,
+    { cause: error },
   );
 }
 

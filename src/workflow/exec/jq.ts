@@ -62,6 +62,17 @@ export class ExpressionLimitExceeded extends ExpressionFailure {
   }
 }
 
+/**
+ * An evaluation its worker did not answer within the wall-time cap (jqWallCapFactor × the
+ * deadline) while it had spent less than its CPU-time deadline: stuck, or not scheduled on a
+ * loaded machine. It fails as any evaluation past its deadline (the interpreter records it so),
+ * but it says nothing of the program's input: where nothing is recorded — an event filter matched
+ * where the event arrives — the evaluation is not an answer, and is asked again later.
+ */
+export class ExpressionNotAnswered extends ExpressionLimitExceeded {
+  override readonly name: string = 'ExpressionNotAnswered';
+}
+
 /** `.a.b` on the input (group 1), `$name.a.b` on a variable (groups 2 and 3), `.` the input itself. */
 const simplePath = /^\s*(?:((?:\.[A-Za-z_][A-Za-z0-9_]*)+)|(\$[A-Za-z_][A-Za-z0-9_]*)((?:\.[A-Za-z_][A-Za-z0-9_]*)*)|\.)\s*$/;
 const literals: ReadonlyMap<string, JsonValue> = new Map([
@@ -346,7 +357,8 @@ export class JqWorkerEvaluator implements ExpressionEvaluator {
         if ('waitMs' in check) return void (timer = setTimeout(look, check.waitMs));
         // Only this evaluation fails: the worker is stopped, the next evaluation on this slot starts a fresh one.
         this.stop(slot);
-        reject(new ExpressionLimitExceeded('deadlineMs', `jq evaluation of ${quoted(query)} ${this.overran(check.stop)}`));
+        const message = `jq evaluation of ${quoted(query)} ${this.overran(check.stop)}`;
+        reject(check.stop === 'wall-cap' ? new ExpressionNotAnswered('deadlineMs', message) : new ExpressionLimitExceeded('deadlineMs', message));
       };
       let timer = setTimeout(look, this.deadlineMs);
       slot.running = {

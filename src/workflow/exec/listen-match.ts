@@ -26,7 +26,7 @@ import type { CloudEvent } from '../../contract/cloudevents.js';
 import { valueAt } from '../../contract/bundle.js';
 import { isObject } from './document.js';
 import { isExpression, programOf, stringsOf } from './expressions.js';
-import type { ExpressionEvaluator } from './jq.js';
+import { ExpressionNotAnswered, type ExpressionEvaluator } from './jq.js';
 import type { EventSender, WorkflowTransition } from './events.js';
 import { ranInside, schemeOf } from './keys.js';
 import { taskTimeoutKey, type ListenRecord, type WorkflowRecord } from './record.js';
@@ -267,7 +267,9 @@ async function matchFilter(
       setMember(correlation, name, await evaluator.evaluate(programOf(spec.from), event, vars, principal));
     }
     return correlation;
-  } catch {
+  } catch (error) {
+    // Not answered (its worker stopped at the wall-time cap): nothing is known of this event yet, and the delivery says so (intake.ts).
+    if (error instanceof ExpressionNotAnswered) throw error;
     // A predicate or an extraction that fails on this event (a bad regex, a type error) does not match it.
     return undefined;
   }
@@ -276,7 +278,8 @@ async function matchFilter(
 /**
  * Every filter of the listen waiting at `at` the event matches (until's first), with what each
  * extracted. The filters' expressions see `$event` and the runtime arguments they read, as they
- * were when the listen started (filterArgumentsKey).
+ * were when the listen started (filterArgumentsKey). An expression the evaluator did not answer
+ * (ExpressionNotAnswered) is thrown: whether the event matches is not known.
  */
 export async function matchFilters(
   evaluator: ExpressionEvaluator,
