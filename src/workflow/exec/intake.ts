@@ -238,9 +238,10 @@ async function take(
     if (refused !== undefined) return refused === 'oversized' ? 'oversized' : 'not';
     if (!untilPending(instance.record, at)) return 'not';
     const decided = await deps.kernel.wait(instance, (record) => !untilPending(record, at), deps.waitUntilMs - deps.clock.nowMs());
+    // Naming no instance nor listen: an outside publisher's event reaches every principal's, and it is none of theirs.
     if (!decided)
       throw new VerdictPending(
-        `workflow instance ${instance.id}: the listen ${at} has not yet recorded whether its until expression held after the event it took last; nothing was taken, publish the event again`,
+        'a listening workflow instance has not yet recorded whether its until expression held after the event it took last; nothing was taken there, publish the event again',
       );
   }
 }
