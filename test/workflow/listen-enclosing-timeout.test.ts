@@ -4,15 +4,19 @@
  * takes. Over NATS (a real nats-server, request/reply), such a listen takes nothing: an event only
  * it would take is answered no-match and stored nowhere, and an event it would take beside a live
  * listen is taken by the live one alone, without waiting for an `until` verdict the stopped listen
- * will never record.
+ * will never record. Nor does it take an event at or after the instant the enclosing task times
+ * out, though that timeout has not committed yet: the event's append is guarded by that instant
+ * as by the listen's own timeout (on an injected clock).
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { connect } from '@nats-io/transport-node';
+import { MemoryEventStore } from '../../src/adapters/store/memory.js';
 import { serveCloudEvents } from '../../src/adapters/transport/nats-cloudevents.js';
 import type { CloudEvent } from '../../src/contract/cloudevents.js';
+import { VirtualClock } from '../../src/contract/clock.js';
 import { startNatsServer } from '../support/nats-server.js';
-import { assertReplayEqual, eventually, harness, yaml } from './support.js';
+import { assertReplayEqual, eventually, harness, yaml, type Harness, type HarnessOptions } from './support.js';
 
 process.env.PATH = `${process.env.PATH ?? ''}:/usr/sbin`;
 
@@ -46,22 +50,37 @@ do:
           until: '\${ length >= 2 }'
 `);
 
-const stale = '/do/0/guarded/try/0/outer/do/0/stale';
+const outer = '/do/0/guarded/try/0/outer';
+const stale = `${outer}/do/0/stale`;
 const live = '/do/1/live';
 
-test('a listen whose enclosing task timed out takes nothing: its events are answered no-match, and a live listen of the instance takes its own without waiting for it', async () => {
+type Ask = (published: CloudEvent) => Promise<{ status: string; count?: number }>;
+
+/** A nats-server, a harness (its options) and its event intake on `test.events.>`, for `body`, given a request on an event's subject; all closed after. */
+async function withIntake(options: HarnessOptions, body: (h: Harness, ask: Ask) => Promise<void>): Promise<void> {
   const server = await startNatsServer();
   const nc = await connect({ servers: server.url });
-  const h = harness({ listenUntilWaitMs: 300 });
+  const h = harness(options);
   const subscription = serveCloudEvents(nc, 'test.events', h.executor);
   try {
     await subscription.ready();
-    const ask = async (published: CloudEvent) =>
+    const ask: Ask = async (published) =>
       (await nc.request(`test.events.${published.type}`, JSON.stringify(published), { timeout: 5000 })).json<{ status: string; count?: number }>();
+    await body(h, ask);
+  } finally {
+    await subscription.close();
+    await h.close();
+    await nc.close();
+    await server.dispose();
+  }
+}
+
+test('a listen whose enclosing task timed out takes nothing: its events are answered no-match, and a live listen of the instance takes its own without waiting for it', () =>
+  withIntake({ listenUntilWaitMs: 300 }, async (h, ask) => {
     const { instanceId } = await h.executor.start({ principalId: 'alice', invocationKey: 'enclosing', document, input: {} });
     await eventually(async () => (await h.executor.get(instanceId))?.listens[live] !== undefined, 'the timeout caught and the live listen waiting');
     const record = (await h.executor.get(instanceId))!;
-    assert.equal(record.tasks['/do/0/guarded/try/0/outer']?.state, 'faulted', 'the enclosing task timed out');
+    assert.equal(record.tasks[outer]?.state, 'faulted', 'the enclosing task timed out');
     const revision = record.revision;
 
     assert.deepEqual(await ask(event('late-1', 'com.example.late')), { status: 'no-match' }, 'only the stopped listen would take it');
@@ -78,10 +97,22 @@ test('a listen whose enclosing task timed out takes nothing: its events are answ
     assert.deepEqual(ended.output, [{ id: 'tick-1' }, { id: 'tick-2' }]);
     assert.equal(ended.listens[stale]!.events.length, 0, 'the stopped listen took nothing');
     await assertReplayEqual(h, instanceId);
-  } finally {
-    await subscription.close();
-    await h.close();
-    await nc.close();
-    await server.dispose();
-  }
+  }));
+
+test('an event at the instant an enclosing task times out, before that timeout commits, is not taken: answered no-match, nothing stored', () => {
+  const clock = new VirtualClock();
+  return withIntake({ clock, store: new MemoryEventStore({ clock }) }, async (h, ask) => {
+    const { instanceId } = await h.executor.start({ principalId: 'alice', invocationKey: 'enclosing-instant', document, input: {} });
+    await eventually(async () => (await h.executor.get(instanceId))?.listens[stale] !== undefined, 'the listen waiting');
+    const record = (await h.executor.get(instanceId))!;
+    const dueAtMs = record.timers[`${outer}@timeout`]!.dueAtMs;
+    clock.set(dueAtMs); // The due timer has not fired yet: the event's append meets the instant first.
+    assert.deepEqual(await ask(event('late-at', 'com.example.late')), { status: 'no-match' }, 'the enclosing timeout bounds the append, exclusive');
+    assert.equal((await h.executor.get(instanceId))!.revision, record.revision, 'nothing stored');
+
+    await clock.advance(0);
+    await eventually(async () => (await h.executor.get(instanceId))?.listens[live] !== undefined, 'the timeout caught and the live listen waiting');
+    assert.equal((await h.executor.get(instanceId))!.listens[stale]!.events.length, 0, 'the stopped listen took nothing');
+    await assertReplayEqual(h, instanceId);
+  });
 });

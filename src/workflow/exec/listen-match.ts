@@ -142,6 +142,20 @@ export function listenClosed(record: WorkflowRecord, at: string): boolean {
   return held || enclosingEnded(record, at);
 }
 
+/**
+ * The instants the timeouts of the task executions the listen at `at` runs inside are due: each
+ * ends the listen's wait as its own timeout does (enclosingEnded, once it has committed). Keys of
+ * scheme 3 only, as enclosingEnded.
+ */
+function enclosingTimeoutsMs(record: WorkflowRecord, at: string): number[] {
+  const ref = record.tasks[at]?.ref;
+  if (ref === undefined || schemeOf(record.started) !== 3) return [];
+  return Object.entries(record.tasks).flatMap(([outer, task]) => {
+    const timer = record.timers[taskTimeoutKey(outer)];
+    return timer !== undefined && ref.startsWith(`${task.ref}/`) && ranInside(3, { pointer: task.ref, at: outer }, ref, at) ? [timer.dueAtMs] : [];
+  });
+}
+
 /** enclosingEnded's answers, per tasks map (the fold replaces the map whenever a task starts or ends) and listen. */
 const enclosingAnswers = new WeakMap<WorkflowRecord['tasks'], Map<string, boolean>>();
 
@@ -403,8 +417,12 @@ export function decideListenEvent(
   };
   const chosen = candidates.find(fits);
   if (!chosen) return undefined;
-  // Taken before the workflow's deadline and the task's own timeout, like any step of the task.
-  const notAfterMs = Math.min(record.started.deadlineMs ?? openEndedMs, record.timers[taskTimeoutKey(at)]?.dueAtMs ?? openEndedMs);
+  // Taken before the workflow's deadline, the task's own timeout and those of the tasks it runs inside, like any step of the task.
+  const notAfterMs = Math.min(
+    record.started.deadlineMs ?? openEndedMs,
+    record.timers[taskTimeoutKey(at)]?.dueAtMs ?? openEndedMs,
+    ...enclosingTimeoutsMs(record, at),
+  );
   return {
     events: [{ type: 'listen-event-received', v: 1, at, event, group: chosen.group, filter: chosen.filter, correlation: chosen.correlation, from: sender }],
     timeGuard: { notBeforeMs: Number.MIN_SAFE_INTEGER, notAfterMs },
