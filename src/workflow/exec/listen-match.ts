@@ -128,8 +128,8 @@ export const untilKey = (at: string, index: number): string => `${at}>until[${in
 /**
  * Whether the listen takes no more events: its task ended, its timeout fired (a `foreach` listen
  * runs on past it through the events it took before), its strategy is satisfied, an `until`
- * expression held (or failed: the task faults on it), or a task execution it runs inside ended
- * (enclosingEnded).
+ * expression held (or failed: the task faults on it), a task execution it runs inside ended
+ * (enclosingEnded), or it runs in a competing fork's losing branch (inLosingBranch).
  */
 export function listenClosed(record: WorkflowRecord, at: string): boolean {
   const listen = record.listens[at];
@@ -139,7 +139,26 @@ export function listenClosed(record: WorkflowRecord, at: string): boolean {
     const step = record.steps[untilKey(at, index)];
     return step !== undefined && (!('ok' in step) || truthy(step.ok));
   });
-  return held || enclosingEnded(record, at);
+  return held || enclosingEnded(record, at) || inLosingBranch(record, at);
+}
+
+/**
+ * Whether the listen at `at` runs in a losing branch of a competing fork whose winner the log
+ * records: the losers are stopped, then recorded cancelled (tasks.ts releaseLosers) — after they
+ * unwound and their child operations were disposed, or by the next worker when this one died in
+ * between — and nothing reads what the listen takes meanwhile. Keys of scheme 3 only, as
+ * enclosingEnded.
+ */
+function inLosingBranch(record: WorkflowRecord, at: string): boolean {
+  const ref = record.tasks[at]?.ref;
+  if (ref === undefined || schemeOf(record.started) !== 3) return false;
+  return Object.entries(record.winners).some(([forkAt, winner]) => {
+    const fork = record.tasks[forkAt];
+    const branches = `${fork?.ref}/fork/branches/`;
+    if (fork === undefined || !ref.startsWith(branches)) return false;
+    const branch = Number(ref.slice(branches.length).split('/', 1)[0]);
+    return branch !== winner && ranInside(3, { pointer: fork.ref, at: forkAt }, ref, at);
+  });
 }
 
 /**
