@@ -116,3 +116,36 @@ test('an event at the instant an enclosing task times out, before that timeout c
     await assertReplayEqual(h, instanceId);
   });
 });
+
+/** `outer` iterates each order it takes (`foreach`), listening in the iteration for that order's payment. */
+const iterating = yaml(`document: { dsl: '1.0.3', namespace: test, name: enclosing-foreach, version: '1.0.0' }
+do:
+  - outer:
+      timeout: { after: { milliseconds: 1000 } }
+      listen:
+        to:
+          one: { with: { type: com.example.order } }
+      foreach:
+        do:
+          - paid:
+              listen:
+                to:
+                  one: { with: { type: com.example.paid } }
+`);
+
+test('a listen inside the iteration of a foreach listen runs on past that listen’s timeout, as the iteration does: it takes its event after the instant', () => {
+  const clock = new VirtualClock();
+  return withIntake({ clock, store: new MemoryEventStore({ clock }) }, async (h, ask) => {
+    const { instanceId } = await h.executor.start({ principalId: 'alice', invocationKey: 'enclosing-foreach', document: iterating, input: {} });
+    await eventually(async () => (await h.executor.get(instanceId))?.listens['/do/0/outer'] !== undefined, 'the outer listen waiting');
+    assert.deepEqual(await ask(event('order-1', 'com.example.order')), { status: 'accepted', count: 1 });
+    const paid = '/do/0/outer/foreach/do/0/paid[0]';
+    await eventually(async () => (await h.executor.get(instanceId))?.listens[paid] !== undefined, 'the iteration listening');
+    const dueAtMs = (await h.executor.get(instanceId))!.timers['/do/0/outer@timeout']!.dueAtMs;
+    await clock.advance(dueAtMs - clock.nowMs()); // The outer listen's timeout fires: it ends the wait, not the iteration.
+    assert.deepEqual(await ask(event('paid-1', 'com.example.paid')), { status: 'accepted', count: 1 });
+    const ended = await h.executor.wait(instanceId, 5000);
+    assert.equal(ended.status, 'completed', JSON.stringify(ended.error));
+    await assertReplayEqual(h, instanceId);
+  });
+});

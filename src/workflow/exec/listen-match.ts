@@ -163,7 +163,9 @@ function inLosingBranch(record: WorkflowRecord, at: string): boolean {
 
 /**
  * The instants the timeouts of the task executions the listen at `at` runs inside are due: each
- * ends the listen's wait as its own timeout does (enclosingEnded, once it has committed). Keys of
+ * ends the listen's wait as its own timeout does (enclosingEnded, once it has committed). Not a
+ * listen's (the listen at `at` then runs in its `foreach`): its timeout ends its own wait, never
+ * the iterations of the events it took, which run on past it (listenOutlivesTimeout). Keys of
  * scheme 3 only, as enclosingEnded.
  */
 function enclosingTimeoutsMs(record: WorkflowRecord, at: string): number[] {
@@ -171,7 +173,8 @@ function enclosingTimeoutsMs(record: WorkflowRecord, at: string): number[] {
   if (ref === undefined || schemeOf(record.started) !== 3) return [];
   return Object.entries(record.tasks).flatMap(([outer, task]) => {
     const timer = record.timers[taskTimeoutKey(outer)];
-    return timer !== undefined && ref.startsWith(`${task.ref}/`) && ranInside(3, { pointer: task.ref, at: outer }, ref, at) ? [timer.dueAtMs] : [];
+    if (timer === undefined || record.listens[outer] !== undefined || !ref.startsWith(`${task.ref}/`)) return [];
+    return ranInside(3, { pointer: task.ref, at: outer }, ref, at) ? [timer.dueAtMs] : [];
   });
 }
 
