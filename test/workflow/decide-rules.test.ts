@@ -346,6 +346,60 @@ test('due: every armed timer whose instant has come fires, no earlier than the l
   assert.deepEqual(decideDue(faulted, 3000)?.events, [fired('/do/0/a@timeout'), fired('w1'), fired('/do/1/b@timeout'), fired('/do/7/z@timeout')]);
 });
 
+test("due: a task's timeout cancels every task execution still running inside it, the last started first, in the transition that faults it; one its own timeout faults then is faulted, one ended or outside it is left", () => {
+  const timerSet = (at: string): WorkflowEvent => ({ type: 'timer-set', v: 1, at: `${at}@timeout`, dueAtMs: 3000, purpose: 'task-timeout' });
+  const fired = (at: string): WorkflowEvent => ({ type: 'timer-fired', v: 1, at: `${at}@timeout` });
+  const [t, a, b, c, d] = [
+    '/do/0/t',
+    '/do/0/t/fork/branches/0/a',
+    '/do/0/t/fork/branches/1/b',
+    '/do/0/t/fork/branches/1/b/do/0/c',
+    '/do/0/t/fork/branches/2/d',
+  ];
+  const record = given(
+    started,
+    taskStarted('/do/1/u'),
+    taskStarted(t),
+    timerSet(t),
+    taskStarted(a),
+    taskStarted(b),
+    taskStarted(c),
+    timerSet(c),
+    taskStarted(d),
+    taskCompleted(d, 1),
+    taskStarted('/do/0/tt'),
+  );
+  const cancelled = (at: string): WorkflowEvent => ({ type: 'task-cancelled', v: 1, at, reason: `task a (${t}) timed out` });
+  assert.deepEqual(decideDue(record, 3000)?.events, [
+    fired(t),
+    { type: 'task-faulted', v: 1, at: t, error: timeoutError(t, 'task a') },
+    fired(c),
+    { type: 'task-faulted', v: 1, at: c, error: timeoutError(c, 'task a') },
+    cancelled(b),
+    cancelled(a),
+  ]);
+  const after = folded(record, decideDue(record, 3000));
+  assert.deepEqual(Object.fromEntries(Object.entries(after.tasks).map(([at, task]) => [at, task.state])), {
+    '/do/1/u': 'running',
+    [t]: 'faulted',
+    [a]: 'cancelled',
+    [b]: 'cancelled',
+    [c]: 'faulted',
+    [d]: 'completed',
+    '/do/0/tt': 'running',
+  });
+  // With the workflow's own timeout: each task ended once, by the first that ends it.
+  const both = given(bareStarted({ timeoutMs: 2000 }), taskStarted(t), timerSet(t), taskStarted(a), taskStarted('/do/1/u'));
+  assert.deepEqual(decideDue(both, 3000)?.events, [
+    { type: 'timer-fired', v: 1, at: '@workflow-timeout' },
+    fired(t),
+    { type: 'task-faulted', v: 1, at: t, error: timeoutError(t, 'task a') },
+    cancelled(a),
+    { type: 'task-cancelled', v: 1, at: '/do/1/u', reason: 'the workflow timed out' },
+    { type: 'workflow-faulted', v: 1, error: timeoutError('/', 'workflow w') },
+  ]);
+});
+
 test("disposals: each child instance's disposition the record does not hold, for the instance bound there, running or ended; unguarded, subworkflows-disposed", () => {
   const bound = (at: string, instanceId: string): WorkflowEvent => ({
     type: 'subworkflow-bound',

@@ -17,6 +17,7 @@ import { errorTypes } from './dsl-errors.js';
 import { jsonEquals, type JsonValue } from '../../contract/json.js';
 import type { SubworkflowDisposed, TaskCancelled, ValueRef, WorkflowError, WorkflowEvent, WorkflowTransition } from './events.js';
 import { listenOutlivesTimeout } from './listen-match.js';
+import { ranInside, schemeOf } from './keys.js';
 import { isTaskEnded } from './machines.js';
 import { listenOutput, type WorkflowRecord } from './record.js';
 
@@ -182,6 +183,7 @@ export function decideDue(record: WorkflowRecord, nowMs: number): WorkflowTransi
   const events: WorkflowEvent[] = [];
   let notBeforeMs = Number.MIN_SAFE_INTEGER;
   let workflowTimedOut = false;
+  const timedOut: string[] = [];
   for (const [at, timer] of Object.entries(record.timers)) {
     if (timer.state !== 'armed' || timer.dueAtMs > nowMs) continue;
     events.push({ type: 'timer-fired', v: 1, at });
@@ -190,18 +192,49 @@ export function decideDue(record: WorkflowRecord, nowMs: number): WorkflowTransi
     if (timer.purpose === 'task-timeout') {
       const taskAt = at.slice(0, -'@timeout'.length);
       const task = record.tasks[taskAt];
-      if (task?.state === 'running' && !listenOutlivesTimeout(record, taskAt))
+      if (task?.state === 'running' && !listenOutlivesTimeout(record, taskAt)) {
         events.push({ type: 'task-faulted', v: 1, at: taskAt, error: timeoutError(task.ref, `task ${task.name}`) });
+        timedOut.push(taskAt);
+      }
     }
   }
   if (events.length === 0) return undefined;
+  // A task this transition faults (its own timeout, due too) is not cancelled by another's, nor with the instance.
+  const ended = new Set(timedOut);
+  for (const taskAt of timedOut)
+    for (const event of cancelledInside(record, taskAt))
+      if (!ended.has(event.at)) {
+        ended.add(event.at);
+        events.push(event);
+      }
   if (workflowTimedOut) {
-    // A task this transition faults (its own timeout, due too) is not cancelled with the instance.
-    const faulted = new Set(events.flatMap((event) => (event.type === 'task-faulted' ? [event.at] : [])));
-    const open = cancelledWithInstance(record, 'the workflow timed out').filter((event) => !faulted.has(event.at));
+    const open = cancelledWithInstance(record, 'the workflow timed out').filter((event) => !ended.has(event.at));
     events.push(...open, { type: 'workflow-faulted', v: 1, error: timeoutError('/', `workflow ${record.started.workflowName}`) });
   }
   return { events, timeGuard: { notBeforeMs, notAfterMs: openEndedMs }, causation: { command: 'timers-due' } };
+}
+
+/** Why a task execution inside a timed-out one is cancelled: that timeout, named. */
+export const timedOutReason = (name: string, at: string): string => `task ${name} (${at}) timed out`;
+
+/**
+ * The task executions still running inside the execution `at` when its timeout faults it: each
+ * recorded cancelled in the transition that faults it, the last started first (as an instance's
+ * end cancels its own), so that nothing inside a timed-out task is still running once it has
+ * ended — the branches of a fork, a loop's iteration, a nested list. Logs written before left them
+ * running until the instance ended; they fold as recorded.
+ */
+export function cancelledInside(record: WorkflowRecord, at: string): TaskCancelled[] {
+  const timed = record.tasks[at];
+  if (timed === undefined) return [];
+  const scheme = schemeOf(record.started);
+  const execution = { pointer: timed.ref, at };
+  const reason = timedOutReason(timed.name, at);
+  const open: TaskCancelled[] = [];
+  for (const [inner, task] of Object.entries(record.tasks))
+    if (inner !== at && task.state === 'running' && task.startedSeq > timed.startedSeq && ranInside(scheme, execution, task.ref, inner))
+      open.push({ type: 'task-cancelled', v: 1, at: inner, reason });
+  return open.reverse();
 }
 
 /**

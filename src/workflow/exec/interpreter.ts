@@ -24,7 +24,7 @@ import { AdapterError, AssertionFailure, isAdapterError } from '../../contract/e
 import { asLogged, nestingProblem } from '../../contract/ijson.js';
 import { cutText, jsonBytesBound, setMember, type JsonObject, type JsonValue } from '../../contract/json.js';
 import { limits } from '../../contract/limits.js';
-import { cancelledWithInstance, taskTimeoutKey, timeoutError, type Proposal } from './decide.js';
+import { cancelledWithInstance, taskTimeoutKey, timedOutReason, timeoutError, type Proposal } from './decide.js';
 import { entriesOf, isObject, kindOf, timeoutMsOf, transformOf, type TaskEntry, type TaskKind } from './document.js';
 import { WorkflowRaise, errorTypes, raise } from './dsl-errors.js';
 import type { StepResult, TaskCancelled, TaskCompleted, ValueRef, WorkflowError, WorkflowEvent } from './events.js';
@@ -32,7 +32,7 @@ import { evaluateValue, expressionResults, hasExpression, programOf, stringsOf, 
 import { ExpressionFailure, pathValue } from './jq.js';
 import { listenWaitEnded } from './listen-match.js';
 import { Halted, logBudgetExhausted, replayed } from './journal.js';
-import { pointerOfKey, schemeOf, taskKey } from './keys.js';
+import { pointerOfKey, ranInside, schemeOf, taskKey } from './keys.js';
 import type { WorkflowRecord } from './record.js';
 import { documentSchemas, type DocumentSchemas } from '../schemas.js';
 import { secretNames } from '../secrets.js';
@@ -654,6 +654,25 @@ export class Interpreter implements Interpreting {
     if (disposed.length > 0) await this.propose({ command: 'subworkflows-released', events: disposed });
   }
 
+  /**
+   * The task executions started inside the timed-out execution `at` whose starts were still held
+   * when its timeout's fault committed (decide.ts cancelledInside cancels those the record held):
+   * committed with their cancels, so that none is recorded running after the task that held them
+   * ended.
+   */
+  private async cancelHeldInside(pointer: string, at: string): Promise<void> {
+    const timed = this.record.tasks[at];
+    if (timed === undefined) return;
+    const scheme = schemeOf(this.record.started);
+    const ended = new Set<string>();
+    for (const event of this.held) if (event.type === 'task-completed') ended.add(event.at);
+    const open: TaskCancelled[] = [];
+    for (const event of this.held)
+      if (event.type === 'task-started' && !ended.has(event.at) && ranInside(scheme, { pointer, at }, event.ref, event.at))
+        open.push({ type: 'task-cancelled', v: 1, at: event.at, reason: timedOutReason(timed.name, at) });
+    if (open.length > 0) await this.propose({ command: 'task-timed-out-inside', events: open.reverse() });
+  }
+
   /** Runs `work` against the task's timeout, if it has one. */
   private withTimeout(entry: TaskEntry, at: string, frame: Frame, work: (frame: Frame) => Promise<Outcome>): Promise<Outcome> {
     const afterMs = timeoutMsOf(this.record.started.document, entry.task.timeout);
@@ -689,6 +708,7 @@ export class Interpreter implements Interpreting {
         // Timed out: its work stops (a child being started is started or not before it is released), and the children it awaited are released.
         controller.abort(taskEnded);
         await working.catch(() => undefined);
+        await this.cancelHeldInside(pointer, at);
         await this.releaseChildren(pointer, at);
       }
       this.ended(at);

@@ -1,0 +1,161 @@
+/**
+ * Tasks inside a timed-out task: when a task's `timeout` fires and an enclosing `try` catches it
+ * (the instance goes on), every task execution still running inside the timed-out one is recorded
+ * cancelled in the transition that faults it, and one whose start the run still held then is
+ * recorded cancelled with it, never running after it.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { VirtualClock } from '../../src/contract/clock.js';
+import { operationId } from '../../src/contract/ids.js';
+import type { InvocationResult } from '../../src/projections/views.js';
+import type { ContractCalls } from '../../src/workflow/exec/http-contracts.js';
+import { assertReplayEqual, eventually, harness, yaml } from './support.js';
+import { stubDigest } from './stub-runtime.js';
+
+const timeoutMs = 3000;
+
+/** A `try` catching the timeout of a fork whose branches stay open: a pending contract call, and a ten-minute wait in a nested `do`. */
+const document = yaml(`
+document: { dsl: '1.0.3', namespace: t, name: inner-timeout, version: '1.0.0' }
+do:
+  - guarded:
+      try:
+        - slow:
+            timeout: { after: { milliseconds: ${timeoutMs} } }
+            fork:
+              branches:
+                - review:
+                    call: invoke-contract
+                    with:
+                      contract: { id: lab.review, version: '1.0.0', digest: '${stubDigest}' }
+                      interaction: review
+                      input: {}
+                - nap:
+                    do:
+                      - sleep: { wait: { minutes: 10 } }
+      catch:
+        errors: { with: { type: https://serverlessworkflow.io/spec/1.0.0/errors/timeout } }
+        as: timedOut
+  - after: { set: { done: true } }
+`);
+
+const slowAt = '/do/0/guarded/try/0/slow';
+
+/** A contract runtime on the test's clock whose operations stay pending. */
+function pendingRuntime(clock: VirtualClock): ContractCalls {
+  const result = (id: string): InvocationResult => ({
+    operationId: id,
+    contract: { id: 'lab.review', version: '1.0.0', digest: stubDigest },
+    interaction: 'review',
+    invocationKey: 'k',
+    phase: 'active',
+    admittedAtMs: 0,
+    deadlineMs: 3_600_000,
+    decision: null,
+    settlement: { status: 'pending', siblings: [] },
+    branches: [],
+    output: null,
+    outputError: null,
+  });
+  return {
+    invoke: async (caller, request) => ({
+      result: result(operationId(caller.principalId, request.contract.digest, request.invocationKey)),
+      created: true,
+      boundary: request.waitFor ?? 'decision',
+    }),
+    wait: (_principalId, id, _boundary, waitMs, signal) =>
+      new Promise((resolve) => {
+        const answer = () => resolve({ result: result(id), reached: false });
+        const timer = clock.at(clock.nowMs() + waitMs, answer);
+        signal?.addEventListener('abort', () => (timer.cancel(), answer()), { once: true });
+      }),
+    get: async (_principalId, id) => result(id),
+    cancel: async (_principalId, id) => result(id),
+  };
+}
+
+test('a caught task timeout cancels every task still running inside the timed-out task, in the transition that faults it', async () => {
+  const clock = new VirtualClock();
+  const h = harness({ clock, invocations: pendingRuntime(clock) });
+  try {
+    const startedAtMs = clock.nowMs();
+    const { instanceId } = await h.executor.start({ principalId: 'alice', invocationKey: 'inner', document, input: {} });
+    while (clock.nowMs() < startedAtMs + timeoutMs) await clock.advance(100);
+    await eventually(async () => (await h.executor.get(instanceId))?.status !== 'running', 'the caught timeout to let the instance complete');
+    const ended = (await h.executor.get(instanceId))!;
+    assert.equal(ended.status, 'completed', JSON.stringify(ended.error));
+    assert.deepEqual(ended.output, { done: true });
+    assert.equal(ended.tasks[slowAt]?.state, 'faulted');
+    assert.equal(ended.endedAtMs, startedAtMs + timeoutMs, 'the instance went on when the timeout fired');
+    const running = Object.entries(ended.tasks).filter(([, task]) => task.state === 'running');
+    assert.deepEqual(running, [], 'no task is left running inside the timed-out task');
+    const inside = Object.entries(ended.tasks).filter(([at]) => at.startsWith(`${slowAt}/`));
+    assert.deepEqual(
+      inside.map(([at]) => at),
+      [`${slowAt}/fork/branches/0/review{0}`, `${slowAt}/fork/branches/1/nap{1}`, `${slowAt}/fork/branches/1/nap/do/0/sleep{1}`],
+    );
+    for (const [at, task] of inside) assert.equal(task.state, 'cancelled', `${at} is ${task.state}`);
+    // Cancelled in the very transition that faulted the timed-out task.
+    const faultedSeq = ended.tasks[slowAt]?.endedSeq ?? -1;
+    for (const [at, task] of inside)
+      assert.ok((task.endedSeq ?? 0) > faultedSeq && (task.endedSeq ?? 0) <= faultedSeq + inside.length, `${at} ended with the fault`);
+    await assertReplayEqual(h, instanceId);
+  } finally {
+    await h.close();
+  }
+});
+
+test('a task whose start was still held when the enclosing timeout faulted is recorded cancelled with it, not running after it', async () => {
+  const clock = new VirtualClock();
+  let open: () => void = () => undefined;
+  const gate = new Promise<void>((resolve) => (open = resolve));
+  const h = harness({
+    clock,
+    // The inner expression's answer is held past the timeout: the starts before it are still held when the fault commits.
+    evaluator: (jq) => ({
+      evaluate: async (query, input, vars, principal) => {
+        if (query.includes('.held')) await gate;
+        return jq.evaluate(query, input, vars, principal);
+      },
+      close: () => jq.close(),
+    }),
+  });
+  const held = yaml(`
+document: { dsl: '1.0.3', namespace: t, name: held-inside, version: '1.0.0' }
+do:
+  - guarded:
+      try:
+        - slow:
+            timeout: { after: { milliseconds: ${timeoutMs} } }
+            do:
+              - inner:
+                  do:
+                    - compute: { set: { v: '\${ .held + 1 }' } }
+                    - rest: { wait: { minutes: 10 } }
+      catch:
+        errors: { with: { type: https://serverlessworkflow.io/spec/1.0.0/errors/timeout } }
+  - after: { set: { done: true } }
+`);
+  try {
+    const startedAtMs = clock.nowMs();
+    const { instanceId } = await h.executor.start({ principalId: 'alice', invocationKey: 'held', document: held, input: { held: 1 } });
+    while (clock.nowMs() < startedAtMs + timeoutMs) await clock.advance(100);
+    await eventually(async () => (await h.executor.get(instanceId))?.tasks[slowAt]?.state === 'faulted', 'the timeout to fault the task');
+    assert.equal((await h.executor.get(instanceId))?.tasks[`${slowAt}/do/0/inner`], undefined, 'the inner start is still held');
+    open();
+    await eventually(async () => (await h.executor.get(instanceId))?.status !== 'running', 'the instance to go on past the caught timeout');
+    const record = (await h.executor.get(instanceId))!;
+    assert.equal(record.status, 'completed', JSON.stringify(record.error));
+    assert.equal(record.tasks[`${slowAt}/do/0/inner`]?.state, 'cancelled', 'the inner task is cancelled by the timeout');
+    assert.deepEqual(
+      Object.entries(record.tasks).filter(([, task]) => task.state === 'running'),
+      [],
+      'no task is left running',
+    );
+    await assertReplayEqual(h, instanceId);
+  } finally {
+    open();
+    await h.close();
+  }
+});
