@@ -13,7 +13,7 @@ import type { JsonValue } from '../../src/contract/json.js';
 import type { Stored } from '../../src/kernel/types.js';
 import { decideCancel, decideDefectFault, decideDisposals, decideDue, decideProposal, timeoutError, type Proposal } from '../../src/workflow/exec/decide.js';
 import { errorTypes } from '../../src/workflow/exec/dsl-errors.js';
-import type { SubworkflowDisposed, ValueRef, WorkflowEvent, WorkflowTransition } from '../../src/workflow/exec/events.js';
+import type { ChildDisposed, SubworkflowDisposed, ValueRef, WorkflowEvent, WorkflowTransition } from '../../src/workflow/exec/events.js';
 import { applyWorkflow, foldWorkflow, type WorkflowRecord } from '../../src/workflow/exec/record.js';
 import { childBound, childDisposed, subworkflowBound, subworkflowDisposed } from './child-events.js';
 import { bareStarted } from './support.js';
@@ -400,7 +400,7 @@ test("due: a task's timeout cancels every task execution still running inside it
   ]);
 });
 
-test("disposals: each child instance's disposition the record does not hold, for the instance bound there, running or ended; unguarded, subworkflows-disposed", () => {
+test("disposals: each child instance's or child operation's disposition the record does not hold, for the one bound there, running or ended; unguarded, subworkflows-disposed", () => {
   const bound = (at: string, instanceId: string): WorkflowEvent => ({
     type: 'subworkflow-bound',
     v: 1,
@@ -434,6 +434,14 @@ test("disposals: each child instance's disposition the record does not hold, for
     const disposed = folded(record, decideDisposals(record, [disposal('/do/0/s', 'child-1')]));
     assert.equal(decideDisposals(disposed, [disposal('/do/0/s', 'child-1')]), undefined, 'disposed once');
     assert.deepEqual(decideDisposals(disposed, [disposal('/do/0/s', 'child-1'), disposal('/do/1/t', 'child-2')])?.events, [disposal('/do/1/t', 'child-2')]);
+  }
+  // A child operation's release (a timed-out task's, a stopped fork's), running or ended alike: for the operation bound there, once.
+  const withCall = given(started, childBound);
+  const release = childDisposed as ChildDisposed;
+  for (const record of [withCall, folded(withCall, decideCancel(withCall, 'stop'))]) {
+    assert.deepEqual(decideDisposals(record, [release])?.events, [release]);
+    assert.equal(decideDisposals(record, [{ ...release, operationId: 'op-2' }]), undefined, 'another operation than the one bound there');
+    assert.equal(decideDisposals(folded(record, decideDisposals(record, [release])), [release]), undefined, 'disposed once');
   }
 });
 

@@ -2,16 +2,17 @@
  * A competing fork's release of its losing branches' contract calls (losers.ts) asks the runtime
  * for each child's state and then cancels it. Over HTTP (http-contracts.ts) an uncertain answer is
  * sent again with a growing delay; a timeout that fires meanwhile (the fork task's, an enclosing
- * task's, the workflow's) stops the release there and then: it is acted on when it fires, no
- * request is sent after it, and nothing is recorded for the child whose release was stopped (a
- * recovered worker, or the instance's cancel, asks again). The clock is injected: the retry budget
+ * task's, the workflow's) stops the release there and then: it is acted on when it fires, and no
+ * request of the stopped release is sent after it. The child is not left running for that: the
+ * release is asked again after the timeout's fault (executor.ts settle, losers.ts owedReleases),
+ * and its disposition recorded, the instance ended or not. The clock is injected: the retry budget
  * (30 s) never runs out in the test.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { VirtualClock } from '../../src/contract/clock.js';
 import type { JsonValue } from '../../src/contract/json.js';
-import { pastTheTimeout, pendingAnswer, stubContracts, stubDigest, unavailableAnswer } from './stub-runtime.js';
+import { cancelledAnswer, pastTheTimeout, pendingAnswer, stubContracts, stubDigest, unavailableAnswer } from './stub-runtime.js';
 import { assertReplayEqual, eventually, harness, slowDocument, workflowsAmong, yaml } from './support.js';
 
 const timeoutMs = 3000;
@@ -63,10 +64,11 @@ type Request = { kind: 'invoke' | 'poll' | 'look' | 'cancel'; atMs: number };
 
 /**
  * A runtime that admits the call (202, pending) and holds each poll for its wait (or until it is
- * stopped). The release's look (GET without a wait) answers 503 for ever when `uncertain` is
- * 'look', else pending; its cancel answers 503 for ever. The requests it took, with the clock's instant.
+ * stopped). Before `healthyFromMs`, the release's look (GET without a wait) answers 503 when
+ * `uncertain` is 'look', else pending, and its cancel answers 503; from then on the look answers
+ * pending and the cancel the operation cancelled. The requests it took, with the clock's instant.
  */
-function runtime(clock: VirtualClock, uncertain: 'look' | 'cancel'): { fetch: typeof fetch; sent: Request[] } {
+function runtime(clock: VirtualClock, uncertain: 'look' | 'cancel', healthyFromMs: number): { fetch: typeof fetch; sent: Request[] } {
   const sent: Request[] = [];
   let invocationKey = '';
   const fetchStub = (async (url: string | URL | Request, init?: RequestInit) => {
@@ -76,6 +78,7 @@ function runtime(clock: VirtualClock, uncertain: 'look' | 'cancel'): { fetch: ty
     sent.push({ kind, atMs: clock.nowMs() });
     if (kind === 'invoke') invocationKey = (JSON.parse(String(init?.body)) as { invocationKey: string }).invocationKey;
     if (kind === 'poll') await held(clock, Number(target.searchParams.get('waitMs')), init?.signal ?? undefined);
+    if (clock.nowMs() >= healthyFromMs) return kind === 'cancel' ? cancelledAnswer(invocationKey, clock.nowMs()) : pendingAnswer(invocationKey);
     return kind === 'cancel' || (kind === 'look' && uncertain === 'look') ? unavailableAnswer() : pendingAnswer(invocationKey);
   }) as typeof fetch;
   return { fetch: fetchStub, sent };
@@ -91,24 +94,25 @@ function held(clock: VirtualClock, waitMs: number, signal: AbortSignal | undefin
 
 for (const placement of ['fork', 'enclosing', 'workflow'] as const)
   for (const uncertain of ['look', 'cancel'] as const) {
-    test(`compete: the ${placement === 'workflow' ? "workflow's" : `${placement} task's`} timeout that fires while the loser's ${uncertain} is retried is acted on when it fires: nothing sent after it, nothing recorded for the child`, async () => {
+    test(`compete: the ${placement === 'workflow' ? "workflow's" : `${placement} task's`} timeout that fires while the loser's ${uncertain} is retried is acted on when it fires, and the loser's child is released after it`, async () => {
       const clock = new VirtualClock();
-      const contracts = runtime(clock, uncertain);
+      const startedAtMs = clock.nowMs();
+      const contracts = runtime(clock, uncertain, startedAtMs + timeoutMs);
       const h = harness({ clock, invocations: stubContracts(clock, contracts.fetch) });
       try {
-        const startedAtMs = clock.nowMs();
         const { instanceId } = await h.executor.start({
           principalId: 'alice',
           invocationKey: `${placement}-${uncertain}`,
           document: race(placement),
           input: {},
         });
-        // The timeout fires with most of the retry budget (30 s) left; ended, the instance sends nothing more.
+        // The timeout fires with most of the retry budget (30 s) left; the stopped release sends nothing more.
         await pastTheTimeout(clock, h.executor, instanceId, startedAtMs, timeoutMs);
         const record = await h.executor.get(instanceId);
         assert.equal(record?.status, 'faulted');
         assert.equal(record?.error?.type, 'https://serverlessworkflow.io/spec/1.0.0/errors/timeout');
         assert.equal(record?.error?.instance, faultedAt[placement]);
+        assert.equal(record?.endedAtMs, startedAtMs + timeoutMs, 'the timeout was acted on when it fired');
         assert.equal(record?.winners['/do/0/outer/do/0/race'], 0, 'the pause won the fork');
         const kinds = contracts.sent.map((request) => request.kind);
         assert.ok(kinds.includes(uncertain), `the release sent its ${uncertain}: ${JSON.stringify(kinds)}`);
@@ -116,9 +120,18 @@ for (const placement of ['fork', 'enclosing', 'workflow'] as const)
           contracts.sent.every((request) => request.atMs <= startedAtMs + timeoutMs),
           `no request after the timeout: ${JSON.stringify(contracts.sent.map((request) => [request.kind, request.atMs - startedAtMs]))}`,
         );
+        assert.deepEqual(
+          Object.entries(record?.tasks ?? {}).filter(([, task]) => task.state === 'running'),
+          [],
+          'no task left running',
+        );
+        // Asked again once the timeout had faulted the run, and recorded: the loser's child does not run on.
         const children = Object.values(record?.children ?? {});
         assert.equal(children.length, 1, 'the losing branch bound its call');
-        assert.equal(children[0]?.disposition, undefined, 'a stopped release records nothing for the child');
+        assert.equal(children[0]?.disposition?.disposition, 'cancelled', JSON.stringify(children[0]?.disposition));
+        assert.equal(children[0]?.disposition?.fork, '/do/0/outer/do/0/race');
+        const after = contracts.sent.filter((request) => request.atMs === startedAtMs + timeoutMs && request.kind === 'cancel');
+        assert.equal(after.length, 1, 'the release asked again cancels once, at the timeout');
         await assertReplayEqual(h, instanceId);
       } finally {
         // A release still retrying (a failure above) runs out its budget, so that the executor's close ends.
@@ -130,17 +143,18 @@ for (const placement of ['fork', 'enclosing', 'workflow'] as const)
 
 test("compete: a child workflow a loser awaited is released with the timed-out fork when the loser's contract release was stopped", async () => {
   const clock = new VirtualClock();
-  const contracts = runtime(clock, 'look');
+  const startedAtMs = clock.nowMs();
+  const contracts = runtime(clock, 'look', startedAtMs + timeoutMs);
   const h = harness({ clock, invocations: stubContracts(clock, contracts.fetch), workflows: workflowsAmong([slowDocument]) });
   try {
-    const startedAtMs = clock.nowMs();
     const { instanceId } = await h.executor.start({ principalId: 'alice', invocationKey: 'with-child', document: race('fork', true), input: {} });
     while (clock.nowMs() < startedAtMs + timeoutMs) await clock.advance(100);
     await eventually(async () => (await h.executor.get(instanceId))?.status !== 'running', 'the timeout to end the instance');
     const record = await h.executor.get(instanceId);
     assert.equal(record?.status, 'faulted');
     assert.equal(record?.error?.instance, faultedAt.fork);
-    assert.equal(Object.values(record?.children ?? {})[0]?.disposition, undefined, 'a stopped release records nothing for the child operation');
+    const released = async () => Object.values((await h.executor.get(instanceId))?.children ?? {})[0]?.disposition?.disposition === 'cancelled';
+    await eventually(released, 'the child operation to be released after the timeout');
     const subworkflows = Object.values(record?.subworkflows ?? {});
     assert.equal(subworkflows.length, 1, 'the losing branch started its child workflow');
     assert.equal(subworkflows[0]?.disposition?.disposition, 'cancelled', JSON.stringify(subworkflows[0]?.disposition));

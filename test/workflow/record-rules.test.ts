@@ -334,7 +334,7 @@ test("a child operation is bound once with what the event names, and disposed on
   refused(record, [{ ...childDisposed, at: '/do/1/d' } as WorkflowEvent], 'nothing bound there');
 });
 
-test('a child workflow instance is bound once, and disposed once, only the one bound there, with who released it; an ended instance still takes its disposal and nothing else', () => {
+test("a child workflow instance is bound once, and disposed once, only the one bound there, with who released it; an ended instance still takes its disposal (a child operation's too) and nothing else", () => {
   const record = fold([started], [subworkflowBound]);
   const bound = { ref: '/do/2/s#ref', iterations: [1], instanceId: 'child-1', invocationKey: 'k2', workflow: 'sub', attempt: 2 };
   assert.deepEqual(record.subworkflows, { '/do/2/s': bound }, 'no disposition while bound');
@@ -349,7 +349,11 @@ test('a child workflow instance is bound once, and disposed once, only the one b
   const late = apply(ended, subworkflowDisposed);
   assert.deepEqual(late, { ...ended, revision: late.revision, lastAppliedAtMs: late.lastAppliedAtMs, subworkflows: { '/do/2/s': { ...bound, disposition } } });
   refused(ended, [subworkflowDisposed, { type: 'expression-evaluated', v: 1, at: 'e', result: { ok: 1 } }], 'a step beside it');
-  refused(apply(record, childBound, { type: 'workflow-faulted', v: 1, error: fault }), [childDisposed], "a contract child's disposal is a step");
+  // A contract call's release too (a timed-out task's, asked again until the runtime answered): what became of a child.
+  const faulted = apply(record, childBound, { type: 'workflow-faulted', v: 1, error: fault });
+  assert.deepEqual(apply(faulted, childDisposed).children['/do/1/c']?.disposition, { fork: '/do/9/f', disposition: 'detached', detail: 'lost the race' });
+  assert.equal(apply(faulted, childDisposed).status, 'faulted');
+  refused(faulted, [childDisposed, { type: 'expression-evaluated', v: 1, at: 'e', result: { ok: 1 } }], 'a step beside it');
   refused(ended, [{ type: 'workflow-completed', v: 1, output: 2 }], 'a second end');
   // Cancelled first: the disposal keeps why it was cancelled.
   const cancelled = apply(record, { type: 'workflow-cancelled', v: 1, reason: 'by its caller' });

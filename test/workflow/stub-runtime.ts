@@ -5,6 +5,7 @@
  * timeout.
  */
 import type { VirtualClock } from '../../src/contract/clock.js';
+import type { JsonValue } from '../../src/contract/json.js';
 import type { WorkflowExecutor } from '../../src/workflow/exec/executor.js';
 import { operationId } from '../../src/contract/ids.js';
 import { waitForHeader } from '../../src/runtime/boundary.js';
@@ -16,7 +17,17 @@ export const stubDigest = `sha256:${'ab'.repeat(32)}`;
 
 /** The facade's 202 for an operation admitted under `invocationKey` and not decided yet. */
 export function pendingAnswer(invocationKey: string): Response {
-  const body = JSON.stringify({
+  return new Response(resultBody(invocationKey, null), { status: 202, headers: { [waitForHeader]: 'decision' } });
+}
+
+/** The facade's answer to a caller's cancel of the operation admitted under `invocationKey`: decided, cancelled, at `closedAtMs`. */
+export function cancelledAnswer(invocationKey: string, closedAtMs: number): Response {
+  const decision = { outcome: 'failed', reason: 'cancelled', closedAtMs, successVotes: 0, failedUnits: 0, units: 1, threshold: 1 };
+  return new Response(resultBody(invocationKey, decision), { status: 200 });
+}
+
+function resultBody(invocationKey: string, decision: JsonValue): string {
+  return JSON.stringify({
     operationId: operationId('alice', stubDigest, invocationKey),
     contract: { id: 'lab.review', version: '1.0.0', digest: stubDigest },
     interaction: 'review',
@@ -24,13 +35,12 @@ export function pendingAnswer(invocationKey: string): Response {
     phase: 'active',
     admittedAtMs: 0,
     deadlineMs: 60_000,
-    decision: null,
+    decision,
     settlement: { status: 'pending', siblings: [] },
     branches: [],
     output: null,
     outputError: null,
   });
-  return new Response(body, { status: 202, headers: { [waitForHeader]: 'decision' } });
 }
 
 /** An uncertain answer: the runtime unavailable (503). */

@@ -120,7 +120,7 @@ function describe(event: WorkflowEvent, originMs: number): string {
     case 'fork-won':
       return `${event.at}: branch ${event.branch}`;
     case 'child-disposed':
-      return `${event.at}: operation ${event.operationId.slice(0, 12)}… ${event.disposition} (fork ${event.fork})`;
+      return `${event.at}: operation ${event.operationId.slice(0, 12)}… ${event.disposition} (released by ${event.fork})`;
     case 'listen-started':
       return `${event.at}: waits (${event.read}) for ${short(event.to)}`;
     case 'listen-event-received':

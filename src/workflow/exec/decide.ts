@@ -6,7 +6,7 @@
  * - A proposal is idempotent: events the record already reflects (a step already recorded, a task
  *   already ended, a timer already set) are dropped, so a recovered executor that proposes a step
  *   again appends nothing.
- * - A finished instance takes nothing but the dispositions of its child workflows (decideDisposals).
+ * - A finished instance takes nothing but the dispositions of its children (decideDisposals).
  * - Guards: every step commits before the workflow's deadline (notAfterMs); a task's completion
  *   commits before its own timeout; a timer fires no earlier than its due instant (notBeforeMs).
  *   When the store answers that a proposal came too late, its `late` alternative (if any) is
@@ -15,7 +15,7 @@
 import { openEndedMs } from '../../events/guard.js';
 import { errorTypes } from './dsl-errors.js';
 import { jsonEquals, type JsonValue } from '../../contract/json.js';
-import type { SubworkflowDisposed, TaskCancelled, ValueRef, WorkflowError, WorkflowEvent, WorkflowTransition } from './events.js';
+import type { ChildDisposed, SubworkflowDisposed, TaskCancelled, ValueRef, WorkflowError, WorkflowEvent, WorkflowTransition } from './events.js';
 import { listenOutlivesTimeout } from './listen-match.js';
 import { ranInside, schemeOf } from './keys.js';
 import { isTaskEnded } from './machines.js';
@@ -250,13 +250,21 @@ export function cancelledWithInstance(record: WorkflowRecord, reason: string): T
 
 /**
  * The dispositions of child workflow instances found after their parent's end (subworkflows.ts
- * endedDisposals): the only events an ended instance takes (its machine's DISPOSE). Each is
- * dropped when the record already holds that child's disposition — another worker recorded it
- * first, under the same CAS — so every child is disposed once. Unfenced: the instance ended, no
- * lease drives it any more; the time guard is open (no deadline binds an ended instance).
+ * owedDisposals), and of child operations released after the task that bound them was cancelled
+ * by a timeout or lost a fork (losers.ts owedReleases): the only events an ended instance takes
+ * (its machine's DISPOSE). Each is dropped when the record already holds that child's disposition
+ * — another worker, or the run, recorded it first, under the same CAS — so every child is
+ * disposed once. Unfenced: an ended instance has no lease driving it, and a running one's release
+ * decides nothing its run decides; the time guard is open (a disposition is no step of the run).
  */
-export function decideDisposals(record: WorkflowRecord, disposed: readonly SubworkflowDisposed[]): WorkflowTransition | undefined {
-  const events = disposed.filter((event) => !reflected(record, event) && record.subworkflows[event.at]?.instanceId === event.instanceId);
+export function decideDisposals(record: WorkflowRecord, disposed: readonly (SubworkflowDisposed | ChildDisposed)[]): WorkflowTransition | undefined {
+  const events = disposed.filter(
+    (event) =>
+      !reflected(record, event) &&
+      (event.type === 'subworkflow-disposed'
+        ? record.subworkflows[event.at]?.instanceId === event.instanceId
+        : record.children[event.at]?.operationId === event.operationId),
+  );
   if (events.length === 0) return undefined;
   return {
     events,

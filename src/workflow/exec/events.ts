@@ -246,7 +246,9 @@ export interface ForkWon {
   branch: number;
 }
 /**
- * What became of a losing fork branch's child operation once the fork's winner committed:
+ * What became of a child operation no task awaits any more — a losing fork branch's, once the
+ * fork's winner committed, or one bound inside a task a timeout cancelled (recorded after the
+ * timeout's fault, the instance ended or not):
  * cancelled through the coordinator's caller-cancellation path (the interaction declares it),
  * detached (it does not, or policy refuses the cancel), already closed (decided when the release
  * came to it: before the win, or after it and before the release's look or cancel), or never
@@ -257,7 +259,7 @@ export interface ChildDisposed {
   type: 'child-disposed';
   v: 1;
   at: string;
-  /** The competing fork's execution whose win released the child. */
+  /** The execution whose end released the child: the competing fork it lost, or the timed-out task it ran inside. */
   fork: string;
   operationId: string;
   disposition: ChildDisposition;

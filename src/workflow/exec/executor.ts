@@ -35,6 +35,7 @@ import { applyWorkflow, foldWorkflow, type WorkflowRecord } from './record.js';
 import type { WorkflowStore } from './streams.js';
 import type { SubworkflowHost } from './run.js';
 import { disposeOwed, owedDisposals } from './subworkflows.js';
+import { owedReleases, releaseOwed } from './losers.js';
 import { OpenApiDocuments } from './openapi.js';
 import { egressFetch, type EgressFetch, type EgressOptions } from './egress.js';
 import { originPatterns, type OriginPattern } from '../../contract/origins.js';
@@ -235,6 +236,16 @@ function inARow(counts: Map<string, number>, instanceId: string, failed: boolean
   return count;
 }
 
+/**
+ * Whether the instance owes a child a disposition: a child workflow after its end (owedDisposals),
+ * a child operation whose task a timeout cancelled or that lost a fork (owedReleases), running or
+ * ended.
+ */
+const owesChildren = (record: WorkflowRecord): boolean => owedDisposals(record).length > 0 || owedReleases(record).length > 0;
+
+/** The children owed a disposition now, by task execution (what a try of settle covered). */
+const owedKeys = (record: WorkflowRecord): string[] => [...owedDisposals(record), ...owedReleases(record)].map((owed) => owed.at);
+
 /** How long after an interpreter stopped on a store failure it runs the instance again. */
 const redriveDelayMs = 1000;
 /**
@@ -390,10 +401,13 @@ export class WorkflowExecutor implements CloudEventIntake {
         },
         // A parked (or released) lease: the instance's next move — its timer fired, an event taken — drives it again.
         // So does a timer that fired while a redrive waits (timerFiredMeanwhile): a timeout is acted on when it fires.
+        // A running instance that owes a child operation its release (a timeout cancelled the task that bound it) releases
+        // it, unless a retry of that is armed: its steps do not hurry a runtime that refused.
         moved: (stream) => {
           const record = stream.record;
           if (record.status === 'running' && (record.lease === null || this.timerFiredMeanwhile(stream))) this.drive(stream);
           if (record.status !== 'running') this.ended(stream);
+          else if (!this.disposeRetries.has(stream.id) && owedReleases(record).length > 0) this.settle(stream);
         },
       },
     });
@@ -677,18 +691,24 @@ export class WorkflowExecutor implements CloudEventIntake {
   }
 
   /**
-   * Records what became of the children an ended instance still owes a disposition
-   * (subworkflows.ts owedDisposals): each is cancelled (recursively), then the dispositions are
-   * appended to the ended instance's log — the only events it takes (decideDisposals), under the
-   * CAS: one another worker recorded first is dropped. One at a time per instance.
+   * Records what became of the children an instance still owes a disposition: an ended
+   * instance's child workflows (subworkflows.ts owedDisposals), each cancelled (recursively), and
+   * the child operations bound by tasks a timeout cancelled or that lost a fork, running or ended
+   * (losers.ts owedReleases), each released as a fork releases its losers'. The dispositions are
+   * appended to the instance's log — the only events an ended one takes (decideDisposals), under
+   * the CAS: one another worker (or the run) recorded first is dropped. One at a time per instance.
    */
   private disposeChildren(instance: Instance): Promise<void> {
     const running = this.disposing.get(instance.id);
     if (running) return running;
-    if (owedDisposals(instance.record).length === 0) return Promise.resolve();
+    if (!owesChildren(instance.record)) return Promise.resolve();
     const work = (async () => {
-      const disposed = await disposeOwed(this.subworkflows, instance.record);
-      await this.kernel.enqueue(instance, () => this.kernel.commit(instance, (record) => decideDisposals(record, disposed)));
+      const record = instance.record;
+      const disposed = [
+        ...(await disposeOwed(this.subworkflows, record)),
+        ...(await releaseOwed(this.options.invocations, record, () => this.options.clock.nowMs(), this.stopping.signal)),
+      ];
+      await this.kernel.enqueue(instance, () => this.kernel.commit(instance, (current) => decideDisposals(current, disposed)));
     })().finally(() => this.disposing.delete(instance.id));
     this.disposing.set(instance.id, work);
     return work;
@@ -703,7 +723,7 @@ export class WorkflowExecutor implements CloudEventIntake {
    */
   private settle(instance: Instance): void {
     if (this.stopping.signal.aborted) return;
-    if (owedDisposals(instance.record).length === 0) {
+    if (!owesChildren(instance.record)) {
       // Recorded meanwhile (a cancel, another worker): a retry armed or fired since is let go, not kept for good.
       this.disposeRetries.get(instance.id)?.timer?.cancel();
       this.disposeRetries.delete(instance.id);
@@ -713,11 +733,14 @@ export class WorkflowExecutor implements CloudEventIntake {
     if (this.settling.has(instance.id)) return;
     this.settling.add(instance.id);
     const failed = this.disposeRetries.get(instance.id)?.failures ?? 0;
+    const owed = owedKeys(instance.record);
     this.disposeChildren(instance).then(
       () => {
         this.settling.delete(instance.id);
         this.disposeRetries.get(instance.id)?.timer?.cancel();
         this.disposeRetries.delete(instance.id);
+        // Owed since this try looked (a timeout released more, the instance ended): settled in turn.
+        if (owedKeys(instance.record).some((key) => !owed.includes(key))) this.settle(instance);
       },
       (error: unknown) => {
         this.settling.delete(instance.id);

@@ -10,8 +10,9 @@
  * A recovered worker that finds a child bound but not yet disposed asks again: cancelling an
  * operation already cancelled answers its decision (reason cancelled), so the disposition is the
  * same. A release that the fork's run stops (a timeout that fires while the runtime's answer is
- * uncertain and asked again) records nothing: the child stays bound and not disposed, as one the
- * worker never came to.
+ * uncertain and asked again) records nothing there: the timeout's transition records the losers
+ * cancelled, and the child, owed its release (owedReleases), is released after it by the executor
+ * (executor.ts settle), as is every call bound inside a task a timeout cancelled.
  */
 import { AdapterError } from '../../contract/errors.js';
 import { cutText } from '../../contract/json.js';
@@ -19,7 +20,8 @@ import { limits } from '../../contract/limits.js';
 import { isNotFound } from '../../runtime/errors.js';
 import type { ContractCalls } from './http-contracts.js';
 import { Halted } from './journal.js';
-import { ranInside, schemeOf, type Execution } from './keys.js';
+import { ranInside, schemeOf, type Execution, type KeyScheme } from './keys.js';
+import { cancelledWithEnd } from './subworkflows.js';
 import type { ChildDisposed, ChildDisposition } from './events.js';
 import type { ChildRecord, WorkflowRecord } from './record.js';
 
@@ -29,6 +31,95 @@ export function openChildrenOf(record: WorkflowRecord, branches: readonly Execut
   return Object.entries(record.children).filter(
     ([at, child]) => child.disposition === undefined && branches.some((branch) => ranInside(scheme, branch, child.ref, at)),
   );
+}
+
+/** A child operation no task awaits any more that has not been released yet: its task execution, its record, and what released it. */
+export interface OwedRelease {
+  at: string;
+  child: ChildRecord;
+  /** The execution whose end released it: a competing fork it lost, or the timed-out task it ran inside. */
+  by: string;
+}
+
+/**
+ * The child operations the instance still owes a release (pure): bound, with no answer recorded
+ * for their call and no disposition, whose task execution was cancelled — by a timeout of a task
+ * it ran inside (decide.ts cancelledInside), or as a losing branch of a competing fork whose
+ * release a timeout stopped, the workflow's included. A call cancelled with the instance's own
+ * end (its timeout, a cancel) outside any lost fork is not owed: an ended instance's open calls
+ * run on, as documented. Running or ended, the executor releases them (executor.ts settle) as the
+ * fork releases its losers', and asks again while the runtime refuses.
+ */
+export function owedReleases(record: WorkflowRecord): OwedRelease[] {
+  const children = Object.entries(record.children);
+  if (children.length === 0) return [];
+  const scheme = schemeOf(record.started);
+  let withEnd: ReadonlySet<string> | undefined;
+  const owed: OwedRelease[] = [];
+  for (const [at, child] of children) {
+    if (child.disposition !== undefined || record.steps[`${at}>invoke`] !== undefined || record.tasks[at]?.state !== 'cancelled') continue;
+    const fork = lostFork(record, scheme, at, child);
+    if (fork !== undefined) {
+      owed.push({ at, child, by: fork });
+      continue;
+    }
+    withEnd ??= record.status === 'faulted' || record.status === 'cancelled' ? cancelledWithEnd(record) : new Set();
+    if (!withEnd.has(at)) owed.push({ at, child, by: timedOutAround(record, scheme, at, child) });
+  }
+  return owed;
+}
+
+/** The competing fork whose win the child's task lost (it ran inside a branch other than the winner), if any. */
+function lostFork(record: WorkflowRecord, scheme: KeyScheme, at: string, child: ChildRecord): string | undefined {
+  for (const [forkAt, winner] of Object.entries(record.winners)) {
+    const fork = record.tasks[forkAt];
+    const branches = `${fork?.ref}/fork/branches/`;
+    if (fork === undefined || !child.ref.startsWith(branches) || !ranInside(scheme, { pointer: fork.ref, at: forkAt }, child.ref, at)) continue;
+    if (Number.parseInt(child.ref.slice(branches.length), 10) !== winner) return forkAt;
+  }
+  return undefined;
+}
+
+/** The first faulted task execution the child's task ran inside that ended after it started (the timeout that cancelled it); else its own. */
+function timedOutAround(record: WorkflowRecord, scheme: KeyScheme, at: string, child: ChildRecord): string {
+  const startedSeq = record.tasks[at]?.startedSeq ?? Number.MAX_SAFE_INTEGER;
+  let by = at;
+  let firstEndedSeq = Number.MAX_SAFE_INTEGER;
+  for (const [execution, task] of Object.entries(record.tasks)) {
+    const endedSeq = task.endedSeq ?? Number.MAX_SAFE_INTEGER;
+    if (
+      task.state === 'faulted' &&
+      startedSeq < endedSeq &&
+      endedSeq < firstEndedSeq &&
+      ranInside(scheme, { pointer: task.ref, at: execution }, child.ref, at)
+    ) {
+      by = execution;
+      firstEndedSeq = endedSeq;
+    }
+  }
+  return by;
+}
+
+/** What released a child, as its disposition's detail says it: the fork's release, or the timed-out task's. */
+const release = (record: WorkflowRecord, by: string): string =>
+  Object.hasOwn(record.winners, by) ? "the fork's release" : `the release when task ${record.tasks[by]?.name ?? by} timed out`;
+
+/**
+ * Releases each child operation the instance owes (owedReleases), asking the runtime as the
+ * instance's principal, and answers the dispositions for the caller to record (decide.ts
+ * decideDisposals). An unavailable runtime is thrown: asked again later. `signal` stops it (the
+ * executor's close): nothing is recorded.
+ */
+export async function releaseOwed(
+  service: ContractCalls | undefined,
+  record: WorkflowRecord,
+  nowMs: () => number,
+  signal?: AbortSignal,
+): Promise<ChildDisposed[]> {
+  const disposed: ChildDisposed[] = [];
+  for (const { at, child, by } of owedReleases(record))
+    disposed.push(await dispose(service, record.started.principalId, by, at, child, nowMs, signal, release(record, by)));
+  return disposed;
 }
 
 /**
@@ -47,6 +138,7 @@ export async function dispose(
   child: ChildRecord,
   nowMs: () => number,
   signal?: AbortSignal,
+  release = "the fork's release",
 ): Promise<ChildDisposed> {
   const event = (disposition: ChildDisposition, detail: string): ChildDisposed => ({
     type: 'child-disposed',
@@ -64,7 +156,7 @@ export async function dispose(
     deadlineMs = current.deadlineMs;
     // Decided when the release looks, which is after the win: before the win, or between the two (the look cannot tell).
     if (current.decision !== null && current.decision.reason !== 'cancelled')
-      return event('already-closed', `decided ${current.decision.outcome} (${current.decision.reason}) before the fork's release came to it`);
+      return event('already-closed', `decided ${current.decision.outcome} (${current.decision.reason}) before ${release} came to it`);
     const cancelled = await service.cancel(principalId, child.operationId, signal);
     // A cancel that finds the decision closed answers that decision: closed by the child's own
     // rule or timeout since it was looked at, it was not cancelled (and its output stands).

@@ -8,8 +8,9 @@
  *             workflow-started, or workflow-cancelled-before-start — a child its parent cancelled
  *             before its start was stored, which never runs; neither is legal anywhere else)
  *             running ─COMPLETE▶ completed | ─FAULT▶ faulted | ─CANCEL▶ cancelled (running takes STEP)
- *             every started state takes DISPOSE (a child workflow's disposition, subworkflow-disposed):
- *             an ended instance still records what became of the children it started, and nothing else
+ *             every started state takes DISPOSE (a child workflow's disposition, subworkflow-disposed, or a
+ *             child operation's, child-disposed): an ended instance still records what became of the
+ *             children it started, and nothing else
  *   task:     idle ─START▶ running ─COMPLETE▶ completed | ─FAULT▶ faulted | ─CANCEL▶ cancelled
  *   timer:    idle ─SET▶ armed ─FIRE▶ fired
  *   lease:    free ─ACQUIRE▶ held ─RENEW | ACQUIRE (a takeover)▶ held ─RELEASE▶ free
@@ -110,11 +111,11 @@ export const stepLease = (state: LeaseState, event: LeaseEvent): LeaseState => s
 
 /**
  * The instance machine's event for a logged event: a stream's first event START or
- * CANCEL_BEFORE_START, a child workflow's disposition DISPOSE, any other STEP (an instance's own
+ * CANCEL_BEFORE_START, a child workflow's or a child operation's disposition DISPOSE, any other STEP (an instance's own
  * end is stepped as it is applied: COMPLETE, FAULT, CANCEL).
  */
 export const instanceEventOf = (type: string): InstanceEvent =>
-  type === 'subworkflow-disposed'
+  type === 'subworkflow-disposed' || type === 'child-disposed'
     ? 'DISPOSE'
     : type === 'workflow-started'
       ? 'START'

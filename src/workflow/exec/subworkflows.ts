@@ -373,7 +373,7 @@ export function owedDisposals(record: WorkflowRecord): OwedChild[] {
  * The task executions cancelled with the instance's end (decide.ts cancelledWithInstance): the
  * last task events of its log, each a cancel. The end released what they awaited, not they.
  */
-function cancelledWithEnd(record: WorkflowRecord): Set<string> {
+export function cancelledWithEnd(record: WorkflowRecord): Set<string> {
   const endedAt = new Map<number, string>();
   for (const [execution, task] of Object.entries(record.tasks)) if (task.endedSeq !== null) endedAt.set(task.endedSeq, execution);
   const withEnd = new Set<string>();
