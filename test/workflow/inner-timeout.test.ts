@@ -8,15 +8,18 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { MemoryEventStore } from '../../src/adapters/store/memory.js';
 import { VirtualClock } from '../../src/contract/clock.js';
 import { AdapterError } from '../../src/contract/errors.js';
 import { operationId } from '../../src/contract/ids.js';
 import type { DecisionView, InvocationResult } from '../../src/projections/views.js';
 import type { ContractCalls } from '../../src/workflow/exec/http-contracts.js';
+import { pruneWorkflowInstances } from '../../src/workflow/exec/retention.js';
 import { assertReplayEqual, eventually, harness, yaml } from './support.js';
 import { stubDigest } from './stub-runtime.js';
 
 const timeoutMs = 3000;
+const hour = 3_600_000;
 
 /** A `try` catching the timeout of a fork whose branches stay open: a pending contract call, and a ten-minute wait in a nested `do`. */
 const document = yaml(`
@@ -48,9 +51,10 @@ const reviewAt = `${slowAt}/fork/branches/0/review{0}`;
 
 /**
  * A contract runtime on the test's clock whose operations stay pending until cancelled; the first
- * `refusedCancels` cancels are answered unavailable. The instants of every cancel asked.
+ * `refusedCancels` cancels are answered unavailable, and every cancel while `refusing` holds. The
+ * instants of every cancel asked.
  */
-function pendingRuntime(clock: VirtualClock, refusedCancels: number): { service: ContractCalls; cancels: number[] } {
+function pendingRuntime(clock: VirtualClock, refusedCancels: number, refusing: () => boolean = () => false): { service: ContractCalls; cancels: number[] } {
   const cancels: number[] = [];
   const decided = new Map<string, DecisionView>();
   const result = (id: string): InvocationResult => ({
@@ -82,7 +86,7 @@ function pendingRuntime(clock: VirtualClock, refusedCancels: number): { service:
     get: async (_principalId, id) => result(id),
     cancel: async (_principalId, id) => {
       cancels.push(clock.nowMs());
-      if (cancels.length <= refusedCancels) throw new AdapterError('unavailable', 'the runtime is down for the test');
+      if (cancels.length <= refusedCancels || refusing()) throw new AdapterError('unavailable', 'the runtime is down for the test');
       decided.set(id, { outcome: 'failed', reason: 'cancelled', closedAtMs: clock.nowMs(), successVotes: 0, failedUnits: 0, units: 1, threshold: 1 });
       return result(id);
     },
@@ -184,5 +188,37 @@ do:
   } finally {
     open();
     await h.close();
+  }
+});
+
+test('an ended instance that still owes the release of a contract call a timeout cancelled is kept by retention until it is recorded', async () => {
+  const clock = new VirtualClock();
+  const store = new MemoryEventStore({ clock });
+  let refusing = true;
+  const runtime = pendingRuntime(clock, 0, () => refusing);
+  const h = harness({ clock, store, invocations: runtime.service });
+  try {
+    const startedAtMs = clock.nowMs();
+    const { instanceId } = await h.executor.start({ principalId: 'alice', invocationKey: 'kept', document, input: {} });
+    while (clock.nowMs() < startedAtMs + timeoutMs) await clock.advance(100);
+    await eventually(async () => (await h.executor.get(instanceId))?.status === 'completed', 'the caught timeout to let the instance complete');
+    assert.ok(runtime.cancels.length > 0, 'the release was asked');
+    assert.equal((await h.executor.get(instanceId))?.children[reviewAt]?.disposition, undefined, 'the release is owed');
+
+    // Past the retention period, the release still owed: the instance stays (its worker's append would meet a tombstone).
+    const tally = await pruneWorkflowInstances({ store, nowMs: clock.nowMs() + 2 * hour, keepMs: hour });
+    assert.deepEqual([tally.pruned, tally.needed], [0, 1], JSON.stringify(tally));
+    assert.equal((await store.read(instanceId)).kind, 'ok');
+
+    // Once the runtime takes the cancel and the release is recorded, the next prune takes it.
+    refusing = false;
+    for (let waitedMs = 0; waitedMs < 120_000; waitedMs += 5_000) await clock.advance(5_000);
+    assert.equal((await h.executor.get(instanceId))?.children[reviewAt]?.disposition?.disposition, 'cancelled');
+    const later = await pruneWorkflowInstances({ store, nowMs: clock.nowMs() + 2 * hour, keepMs: hour });
+    assert.equal(later.pruned, 1, JSON.stringify(later));
+    assert.equal((await store.read(instanceId)).kind, 'expired');
+  } finally {
+    await h.close();
+    await store.close();
   }
 });

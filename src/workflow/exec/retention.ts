@@ -8,7 +8,9 @@
  * while another still needs its log:
  *  - its parent (`run: workflow`) still runs: the parent learns of its child's end by reading it;
  *  - a child it started still runs, or it still owes the record of what became of one (an ended
- *    parent records subworkflow-disposed for its children, an append the tombstone would refuse).
+ *    parent records subworkflow-disposed for its children, an append the tombstone would refuse);
+ *  - it still owes the release of a contract call a timeout cancelled or a fork's win stopped
+ *    (losers.ts owedReleases: child-disposed, appended after its end as well).
  * An ended instance never runs again and its end instant never moves, so what the replay proved
  * still holds at the tombstone; the two checks beside it are made from the index as it is then,
  * and a parent or child that changes under them changes only towards ended.
@@ -19,6 +21,7 @@ import type { Stored } from '../../kernel/types.js';
 import { logToPrune, storeCutoffOf, pruneProved, walkPages, type InstancePruneTally, type PruneRequest } from '../../runtime/retention.js';
 import type { WorkflowTransition } from './events.js';
 import { replayWorkflowLog } from './replay.js';
+import { owedReleases } from './losers.js';
 import { owedDisposals } from './subworkflows.js';
 
 /**
@@ -62,8 +65,9 @@ async function pruneOne(request: PruneRequest<InstancePruneTally>, row: Workflow
     tally.recent++;
     return;
   }
-  // It still owes what became of a child it ran (subworkflow-disposed): the append its worker will make, which a tombstone would refuse.
-  if (owedDisposals(record).length > 0) {
+  // It still owes what became of a child it ran (subworkflow-disposed) or of a contract call it released (child-disposed): the
+  // append its worker will make, which a tombstone would refuse.
+  if (owedDisposals(record).length > 0 || owedReleases(record).length > 0) {
     tally.needed++;
     return;
   }
