@@ -529,14 +529,19 @@ export class WorkflowExecutor implements CloudEventIntake {
   }
 
   /**
-   * A caller's start rate, then the principal's running bound, before anything is recorded; past
-   * either, an instance stored under this id is answered (`found`: the start creates nothing). A
+   * An instance stored under this id is answered (`found`: the start creates nothing, takes no
+   * token and runs nothing of the workflow); else a caller's start rate, then the principal's
+   * running bound, before anything is recorded; past either, an instance stored under this id
+   * since the look is answered as well. A
    * caller's token is given back when the start creates nothing — its key names an instance
    * already, or the running bound refuses it — so that a client retrying, or waiting for a place
    * under the bound, keeps its rate for new work.
    */
   private async admitStart(request: StartRequest, instanceId: string): Promise<'found' | { release(): void; createdNothing(): void }> {
     const stored = async () => (await this.load(instanceId)) !== undefined;
+    // Looked up first: create runs the workflow up to its first commit before the store refuses a
+    // stream that exists, so a start again would evaluate its first tasks again, at no token.
+    if (await stored()) return 'found';
     // A run: workflow child takes its root principal's token as a caller's start does: a tree's starts are bounded in rate.
     const rate = this.startRate;
     if (rate !== undefined) {
