@@ -383,3 +383,50 @@ test('convoke workflow start and convoke invoke take an --input as deep as admis
   assert.equal(tooDeepInvoke.code, exitCodes.invalidInput, tooDeepInvoke.output);
   assert.match(tooDeepInvoke.output, /--input: nesting deeper than 64/);
 });
+
+test('convoke workflow start, workflow get and invoke refuse a --wait-ms past limits.waitMsMax before anything is sent, as convoke get does', async () => {
+  const as = ['--nats', deployment.fixture.url, '--user', 'billing', '--password-env', passwordVariableOf('billing')];
+  const cli = async (args: string[]) => {
+    const child = spawnCli(args, deployment.fixture.env());
+    const { code } = await child.exited;
+    return { code, output: child.output() };
+  };
+  const bundleFile = join(deployment.fixture.dir, 'bundle.json');
+  const known = instanceOf(await start('billing', 'slow', 'wait-known', {}));
+  const refusal = new RegExp(`--wait-ms must be an integer in 0\\.\\.${limits.waitMsMax}`);
+  // Past the bound the coordinator would refuse the body; past 2^31 - 1 ms the client's own timer would not hold the wait.
+  for (const waitMs of [2 ** 31, Number.MAX_SAFE_INTEGER, limits.waitMsMax + 1]) {
+    const started = await cli(['workflow', 'start', bundleFile, ...as, '--workflow', 'slow', '--key', `wait-over-${waitMs}`, '--wait-ms', String(waitMs)]);
+    assert.equal(started.code, exitCodes.invalidInput, started.output);
+    assert.match(started.output, refusal);
+    const got = await cli(['workflow', 'get', known.instanceId, ...as, '--wait-ms', String(waitMs)]);
+    assert.equal(got.code, exitCodes.invalidInput, got.output);
+    assert.match(got.output, refusal);
+    const invoked = await cli([
+      'invoke',
+      ...as,
+      '--contract',
+      bundleFile,
+      '--interaction',
+      'allok',
+      '--key',
+      `wait-over-${waitMs}`,
+      '--input',
+      '{"document":"w"}',
+      '--wait-ms',
+      String(waitMs),
+    ]);
+    assert.equal(invoked.code, exitCodes.invalidInput, invoked.output);
+    assert.match(invoked.output, refusal);
+  }
+  const listed = await sendWorkflowList(clients.billing!.transport, 'billing', { workflow: 'slow', limit: 100 }, 10_000);
+  assert.ok('page' in listed, JSON.stringify(listed));
+  assert.deepEqual(
+    listed.page.instances.map((row) => (row as { invocationKey: string }).invocationKey).filter((key) => key.startsWith('wait-over-')),
+    [],
+    'no start was sent',
+  );
+  await send('billing', 'workflow-cancel', { instanceId: known.instanceId });
+  const ended = await cli(['workflow', 'get', known.instanceId, ...as, '--wait-ms', String(limits.waitMsMax)]);
+  assert.equal(ended.code, exitCodes.outcomeNotSuccess, `the bound itself is a wait: ${ended.output}`);
+});

@@ -16,12 +16,11 @@
  */
 import { invalidInput } from '../../contract/errors.js';
 import { isOperationId } from '../../contract/ids.js';
-import { limits } from '../../contract/limits.js';
 import { fold } from '../../projections/record.js';
 import { invocationResult, reached } from '../../projections/views.js';
 import { commandTimeoutMs } from '../../nats-api/commands.js';
 import type { CliIo } from '../io.js';
-import { renderResult, resultExitCode, sendAndReport, type NatsClientOptions } from './invoke.js';
+import { commandWaitMs, renderResult, resultExitCode, sendAndReport, type NatsClientOptions } from './invoke.js';
 import { notInStore, parseTypedId, readLog, resolveOperationId, withStore, type StoreOptions } from './ops.js';
 import { widthOf } from '../table.js';
 
@@ -50,11 +49,7 @@ export async function getCommand(typedId: string, options: GetOptions, io: CliIo
       throw invalidInput(`--wait-for must be decision or settled, got ${JSON.stringify(options.waitFor)}`);
     body.waitFor = options.waitFor;
   }
-  if (options.waitMs !== undefined) {
-    if (!Number.isSafeInteger(options.waitMs) || options.waitMs < 0 || options.waitMs > limits.waitMsMax)
-      throw invalidInput(`--wait-ms must be an integer in 0..${limits.waitMsMax}`);
-    body.waitMs = options.waitMs;
-  }
+  if (options.waitMs !== undefined) body.waitMs = commandWaitMs(options.waitMs);
   return sendAndReport(client, io, 'get', body, commandTimeoutMs(body.waitMs), {
     json: options.json,
     failOnOutcome: options.failOnOutcome === true,

@@ -18,6 +18,7 @@
  */
 import { AdapterError, invalidInput } from '../../contract/errors.js';
 import { parseStrict } from '../../contract/ijson.js';
+import { limits } from '../../contract/limits.js';
 import { readBundleFile } from '../../deployment/files.js';
 import type { InvocationRequest, WaitFor } from '../../contract/types.js';
 import { inboxPrefixFor } from '../../adapters/transport/nats-names.js';
@@ -148,11 +149,20 @@ async function buildRequest(options: InvokeOptions): Promise<InvocationRequest> 
       throw invalidInput(`--wait-for must be decision or settled, got ${JSON.stringify(options.waitFor)}`);
     request.waitFor = options.waitFor as WaitFor;
   }
-  if (options.waitMs !== undefined) {
-    if (!Number.isSafeInteger(options.waitMs) || options.waitMs < 0) throw invalidInput(`--wait-ms must be a non-negative integer, got ${options.waitMs}`);
-    request.waitMs = options.waitMs;
-  }
+  if (options.waitMs !== undefined) request.waitMs = commandWaitMs(options.waitMs);
   return request;
+}
+
+/**
+ * A --wait-ms the coordinator is asked to wait (invoke, get, workflow start and get): 0 to
+ * limits.waitMsMax, as every command body holds it, refused before anything is sent. Past it the
+ * coordinator refuses the body, and from 2^31 ms on the reply's timer (commandTimeoutMs) would not
+ * hold it: Node fires it at once, and the command's answer would be taken for none.
+ */
+export function commandWaitMs(waitMs: number): number {
+  if (!Number.isSafeInteger(waitMs) || waitMs < 0 || waitMs > limits.waitMsMax)
+    throw invalidInput(`--wait-ms must be an integer in 0..${limits.waitMsMax}, got ${waitMs}`);
+  return waitMs;
 }
 
 const cell = (value: unknown) => (value === undefined || value === null ? '-' : typeof value === 'string' ? value : JSON.stringify(value));

@@ -66,11 +66,12 @@ async function sendAndReport(
   body: object,
   unknown: string,
 ): Promise<number> {
-  const [{ requestAsClient, describeOmission }, { sendWorkflowCommand }, { commandTimeoutMs }] = await Promise.all([
+  const [{ requestAsClient, describeOmission, commandWaitMs }, { sendWorkflowCommand }, { commandTimeoutMs }] = await Promise.all([
     import('./invoke.js'),
     import('../../nats-api/workflow-commands.js'),
     import('../../nats-api/commands.js'),
   ]);
+  commandWaitMs(options.waitMs);
   const sent = await requestAsClient(options, io, verb, unknown, (transport, principal) =>
     sendWorkflowCommand(transport, principal, verb, body, commandTimeoutMs(options.waitMs)),
   );
