@@ -828,3 +828,31 @@ test('POST /contract-invocations and POST /workflow-instances take an input as d
   assert.deepEqual([other.status, other.body.kind], [400, 'invalid-input']);
   assert.match(other.body.description as string, /request body: nesting deeper than 64 at \/a\//);
 });
+
+test('a workflow named constructor, a name every object inherits, is answered whole: its cancellation none, as the bundle does not declare it, and its cancel 422', async () => {
+  const named = await writeWorkflowFixture({
+    bundleWorkflows: {
+      constructor: { document: { dsl: '1.0.3', namespace: 'lab', name: 'constructor', version: '1.0.0' }, do: [{ pause: { wait: { seconds: 60 } } }] },
+    },
+  });
+  const served = await serveWorkflowFixture(named);
+  try {
+    const response = await fetch(`${served.server.url}/workflow-instances`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${named.tokens.alice}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ bundle: named.bundle, workflow: 'constructor', invocationKey: 'inherited', input: {} }),
+    });
+    const instance = (await response.json()) as WorkflowInstance;
+    assert.equal(response.status, 202, JSON.stringify(instance));
+    assert.ok(checkInstance(instance), `the answer is a WorkflowInstance: ${JSON.stringify(checkInstance.errors)}`);
+    assert.equal(instance.cancellation, 'none');
+    const cancel = await fetch(`${served.server.url}/workflow-instances/${instance.instanceId}/cancel`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${named.tokens.alice}` },
+    });
+    assert.equal(cancel.status, 422);
+  } finally {
+    await served.close();
+    await named.dispose();
+  }
+});

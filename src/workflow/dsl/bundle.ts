@@ -56,7 +56,11 @@ export function workflowDocuments(compiled: CompiledBundle): Map<string, BundleW
   return out;
 }
 
-const cancellationOf = (compiled: CompiledBundle, name: string): 'none' | 'caller' => compiled.bundle.workflowCancellation?.[name] ?? 'none';
+/** Its own entries only: a workflow may be named `constructor`, which every object inherits. */
+const cancellationOf = (compiled: CompiledBundle, name: string): 'none' | 'caller' => {
+  const declared = compiled.bundle.workflowCancellation;
+  return declared !== undefined && Object.hasOwn(declared, name) ? (declared[name] ?? 'none') : 'none';
+};
 
 /** The workflow checked, with the contract function declared and its own-contract calls digested. */
 function standaloneWorkflow(compiled: CompiledBundle, source: JsonObject, pointer: string, runs: DocumentFacts['runs']): JsonObject {
