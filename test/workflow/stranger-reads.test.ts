@@ -2,7 +2,8 @@
  * A workflow instance read by another principal is 404 (WorkflowInstances.visible), and a worker
  * that did not hold it holds nothing after that read: a stranger neither fills the worker's cache
  * nor resumes the instance there. Its own principal's read holds and resumes it, as before. With
- * the index row at hand, the stranger's 404 does not wait for the log.
+ * the index row at hand, the stranger's 404 does not wait for the log, and it waits for the row
+ * whether the instance is held here, elsewhere, or is none at all.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -74,6 +75,38 @@ test("a stranger's read of an instance not held here is answered 404 by its inde
     assert.equal((await operatorInspects).instance.instanceId, instanceId, 'an operator may inspect any instance');
   } finally {
     store.release();
+    await a.close();
+    await b.close();
+  }
+});
+
+test("a stranger's 404 waits for the index row whether the id names an instance held here, one held elsewhere, or nothing: its time tells nothing of what a worker holds", async () => {
+  const clock = new SystemClock();
+  const store = new MemoryEventStore({ clock });
+  const { instanceId: elsewhere, instances, a, b } = await startedElsewhere(store, clock, true);
+  const document = yaml(`document: { dsl: '1.0.3', namespace: test, name: strangers, version: '1.0.0' }\ndo:\n  - pause:\n      wait: { minutes: 10 }\n`);
+  const { instanceId: here } = await b.executor.start({ principalId: 'alice', invocationKey: 'here', document, input: {} });
+  const absent = `wf${'0'.repeat(64)}`;
+  // Every index row read waits until released.
+  let release!: () => void;
+  const gate = new Promise<void>((resolve) => (release = resolve));
+  const rowOf = store.workflowIndex.get;
+  store.workflowIndex.get = async (id) => {
+    await gate;
+    return rowOf(id);
+  };
+  try {
+    assert.ok(b.executor.holds(here), 'the worker reading holds one of them');
+    assert.ok(!b.executor.holds(elsewhere));
+    const reads = [here, elsewhere, absent]
+      .map((id) => [instances.get('mallory', id), instances.wait('mallory', id, 0), instances.cancel('mallory', id)])
+      .flat();
+    for (const read of reads) assert.equal(await answerWithin(read, 100), 'still waiting', 'each read waits for the row');
+    release();
+    for (const read of reads) assert.equal(await answerWithin(read, 5_000), 'not found');
+    assert.equal((await instances.get('alice', here)).instanceId, here, 'its own principal reads it');
+  } finally {
+    release();
     await a.close();
     await b.close();
   }

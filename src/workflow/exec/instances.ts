@@ -274,17 +274,21 @@ export class WorkflowInstances implements WorkflowInstanceService {
       // An unreadable log is unavailable to its owner only; to anyone else it is not found (unreadableAnswer).
       throw await this.unreadable(error, instanceId, (owner) => owner === principalId);
     });
-    // One held here answers at once; otherwise a stranger's read is answered by the index row, not after the log (strangerAnsweredFirst).
+    // One held here answers its principal at once; otherwise a stranger's read is answered by the index row, not after the log (strangerAnsweredFirst).
     const index = this.options.listing?.store.workflowIndex;
-    const row = index === undefined || this.options.executor.holds(instanceId) ? undefined : () => index.get(instanceId);
+    const held = index !== undefined && this.options.executor.holds(instanceId);
+    const row = index === undefined || held ? undefined : () => index.get(instanceId);
     const record = await strangerAnsweredFirst(
       loading,
       row,
       (owner) => owner === principalId,
       () => new WorkflowInstanceNotFound(instanceId),
     );
-    if (!record || !own(record)) throw new WorkflowInstanceNotFound(instanceId);
-    return record;
+    if (record && own(record)) return record;
+    // A stranger's 404 for one held here waits for the row lookup an absent id's waits for: its
+    // time would otherwise tell the stranger that an instance it computed the id of runs here.
+    if (held) await index.get(instanceId).catch(() => undefined);
+    throw new WorkflowInstanceNotFound(instanceId);
   }
 
   /** Each contract call in the order its task started, with its operation's decision and settlement. */
