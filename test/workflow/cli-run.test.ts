@@ -377,3 +377,26 @@ test('convoke workflow run given a bundle instead of a workflow document says so
   assert.match(description, /convoke workflow lower/);
   assert.equal(io.out(), '');
 });
+
+test('convoke workflow run --key is 1 to 256 bytes of UTF-8, as a facade start’s and an operation’s key: empty or longer is 2, nothing recorded', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'convoke-wf-cli-'));
+  try {
+    const greet = join(dir, 'greet.yaml');
+    await writeFile(greet, `${head}do:\n  - greet:\n      set: { done: true }\n`);
+    const store = `sqlite:${join(dir, 'wf.db')}`;
+    // 64 four-byte characters are 256 bytes; one more byte is past the bound in 65 characters, far below 256.
+    const fits = '\u{1F600}'.repeat(64);
+    for (const key of ['', `${fits}x`, 'é'.repeat(129)]) {
+      const io = captureIo();
+      assert.equal(await main(['node', 'convoke', 'workflow', 'run', greet, '--key', key, '--store', store], io), exitCodes.invalidInput, io.err());
+      assert.match(io.err(), /invocationKey must be 1\.\.256 bytes \(got \d+\)/);
+    }
+    const listed = captureIo();
+    assert.equal(await main(['node', 'convoke', 'workflow', 'list', '--store', store, '--json'], listed), exitCodes.ok, listed.err());
+    assert.deepEqual(JSON.parse(listed.out()).instances, [], 'nothing was recorded');
+    const io = captureIo();
+    assert.equal(await main(['node', 'convoke', 'workflow', 'run', greet, '--key', fits, '--store', store], io), exitCodes.ok, io.err());
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});

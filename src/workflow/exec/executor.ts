@@ -8,6 +8,7 @@
 import { AdmissionRate, workflowStartWords, type AdmissionRateConfig } from '../../runtime/admission-rate.js';
 import { canonicalJson, checkCanonicalizable, sha256Hex } from '../../contract/canonical.js';
 import { asLogged } from '../../contract/ijson.js';
+import { checkInvocationKey } from '../../contract/ids.js';
 import { hostname } from 'node:os';
 import { doublingDelayMs, toldInARow, type Clock, type TimerHandle } from '../../contract/clock.js';
 import type { CloudEvent, CloudEventDelivery, CloudEventIntake, CloudEventSink } from '../../contract/cloudevents.js';
@@ -476,6 +477,8 @@ export class WorkflowExecutor implements CloudEventIntake {
     const workflowName = this.checkedName(request.document, bundleDigest);
     if (request.parent !== undefined && request.parent.depth > limits.workflowDepthMax)
       throw invalidInput(`a child workflow at depth ${request.parent.depth}: at most ${limits.workflowDepthMax} are nested`);
+    // Every start's key, a caller's (HTTP, NATS, convoke workflow run) or a child's, as an operation's: 1 to 256 bytes of UTF-8.
+    checkInvocationKey(request.invocationKey);
     const instanceId = workflowInstanceId(request.principalId, bundleDigest, workflowName, request.invocationKey);
     // The input as its log will hold it: what the instance runs on is what every replay reads (a caller
     // in-process may hand a value no parser would make: an undefined member, Infinity, -0).

@@ -29,7 +29,6 @@ import type { Clock } from '../../contract/clock.js';
 import { workflowStuckBoundsDefault, type WorkflowStuckBounds } from '../../events/workflow-index.js';
 import { listWorkflowInstances, type WorkflowListPage, type WorkflowListRequest } from '../../runtime/workflow-list.js';
 import { isWorkflowInstanceId } from '../ids.js';
-import { checkInvocationKey } from '../../contract/ids.js';
 import { liveInspection } from './inspection.js';
 import type { LiveInspection } from '../../runtime/live-inspection.js';
 import { workflowStreams } from './streams.js';
@@ -72,8 +71,6 @@ export class WorkflowInstances implements WorkflowInstanceService {
         'invalid-input',
         `bundle digest ${request.bundle.digest} is ${deployed.id}@${deployed.version}, not ${request.bundle.id}@${request.bundle.version}`,
       );
-    // The schema counts characters; the bound, as an operation's, is the key's UTF-8 bytes.
-    checkInvocationKey(request.invocationKey);
     const definition = this.options.definition(request.bundle.digest, request.workflow);
     if (!definition) throw new AdapterError('invalid-input', `bundle ${deployed.id}@${deployed.version} has no pipeline or workflow "${request.workflow}"`);
     const { instanceId, created } = await this.options.executor.start({
