@@ -548,16 +548,20 @@ export class Coordinator implements RuntimeHost {
       if (isAdapterError(error) && error.kind === 'unavailable') throw await this.unreadable(error, operationId, (owner) => owner === principalId);
       return undefined;
     });
-    // One held here answers at once; otherwise a stranger's read is answered by the index row, not after the log (strangerAnsweredFirst).
-    const row = this.kernel.cached(operationId) ? undefined : () => this.deps.store.index.get(operationId);
+    // One held here answers its principal at once; otherwise a stranger's read is answered by the index row, not after the log (strangerAnsweredFirst).
+    const held = this.kernel.cached(operationId) !== undefined;
+    const row = held ? undefined : () => this.deps.store.index.get(operationId);
     const entry = await strangerAnsweredFirst(
       loading,
       row,
       (owner) => owner === principalId,
       () => new OperationNotFound(operationId),
     );
-    if (!entry || !own(entry.record)) throw new OperationNotFound(operationId);
-    return entry;
+    if (entry && own(entry.record)) return entry;
+    // A stranger's 404 for one held here waits for the row lookup an absent id's waits for: its
+    // time would otherwise tell the stranger that an operation it computed the id of is open here.
+    if (held) await this.deps.store.index.get(operationId).catch(() => undefined);
+    throw new OperationNotFound(operationId);
   }
 
   /** Waits until the boundary is reached or waitMs passes; returns the state either way. */

@@ -293,3 +293,38 @@ test("a stranger's read of an operation not held here is answered 404 by its ind
     await second.close();
   }
 });
+
+test("a stranger's 404 waits for the index row whether the id names an operation held here, one held elsewhere, or nothing: its time tells nothing of what a coordinator holds", async () => {
+  const clock = new VirtualClock();
+  const store = new MemoryEventStore({ clock });
+  const { result: elsewhere, second } = await openedElsewhere(clock, store);
+  const { result: here } = await second.coordinator.invoke(
+    { principalId: 'p', senderPeerId: null },
+    { contract: second.bundle.ref, interaction: 'review', invocationKey: 'here', input: { document: 'd' } },
+  );
+  const absent = `op${'0'.repeat(64)}`;
+  // Every index row read waits until released.
+  let release!: () => void;
+  const gate = new Promise<void>((resolve) => (release = resolve));
+  const rowOf = store.index.get;
+  store.index.get = async (id) => {
+    await gate;
+    return rowOf(id);
+  };
+  try {
+    assert.ok(second.coordinator.kernel.cached(here.operationId), 'the coordinator reading holds one of them');
+    assert.ok(!second.coordinator.kernel.cached(elsewhere.operationId));
+    const reads = [here.operationId, elsewhere.operationId, absent].flatMap((id) => [
+      second.coordinator.get('q', id),
+      second.coordinator.wait('q', id, 'decision', 0),
+      second.coordinator.cancel('q', id),
+    ]);
+    for (const read of reads) assert.equal(await answerWithin(read, 100), 'still waiting', 'each read waits for the row');
+    release();
+    for (const read of reads) assert.equal(await answerWithin(read, 5_000), 'not found');
+    assert.equal((await second.coordinator.get('p', here.operationId)).operationId, here.operationId, 'its own principal reads it');
+  } finally {
+    release();
+    await second.close();
+  }
+});
