@@ -80,3 +80,10 @@ test('schemaAt follows required properties and guaranteed array items only', () 
   assert.match((schemaAt(doc, '/a/2') as { problem: string }).problem, /may be absent/);
   assert.match((schemaAt({}, '/a') as { problem: string }).problem, /no single type/);
 });
+
+test('"nullable: true" (read by the shared ajv) lets the producer be null: not proven, nor followed', () => {
+  assert.match(schemaIncompatibility({ type: 'string', nullable: true }, { type: 'string' })?.reason ?? '', /may be null/);
+  assert.equal(schemaIncompatibility({ type: 'string', nullable: true }, { type: ['string', 'null'] }), undefined);
+  const maybe = { type: 'object', nullable: true, required: ['a'], properties: { a: { type: 'string' } } };
+  assert.match((schemaAt(maybe, '/a') as { problem: string }).problem, /no single type/);
+});

@@ -7,8 +7,9 @@
  * incompatible, and a named transform (with its own schemas) bridges it. The rules:
  *
  *   - `to` accepts anything (no keyword but annotations), or the two are equal (annotations aside);
- *   - `from`'s types are among `to`'s (`integer` counts as a `number`); a `from` without `type`
- *     may be anything, so only the first rule accepts it;
+ *   - `from`'s types are among `to`'s (`integer` counts as a `number`; `nullable: true`, which the
+ *     shared ajv reads, adds `null`); a `from` without `type` may be anything, so only the first
+ *     rule accepts it;
  *   - objects: `to.required` ⊆ `from.required`; each property `to` constrains is, in `from`,
  *     declared and compatible, or impossible (`additionalProperties: false`), or covered by a
  *     compatible `additionalProperties` schema; `to.additionalProperties: false` needs a closed
@@ -69,10 +70,15 @@ function essential(schema: JsonValue | undefined): JsonObject | false {
   return out;
 }
 
+/**
+ * The types a schema declares. The shared ajv reads OpenAPI's `nullable: true` beside `type` as
+ * one more type, `null`: a producer so marked may be null whatever its `type` says.
+ */
 function typesOf(schema: JsonObject): string[] | undefined {
-  if (typeof schema.type === 'string') return [schema.type];
-  if (Array.isArray(schema.type)) return schema.type.filter((t): t is string => typeof t === 'string');
-  return undefined;
+  const declared =
+    typeof schema.type === 'string' ? [schema.type] : Array.isArray(schema.type) ? schema.type.filter((t): t is string => typeof t === 'string') : undefined;
+  if (declared === undefined || schema.nullable !== true || declared.includes('null')) return declared;
+  return [...declared, 'null'];
 }
 
 /** Whether every value of `from` is a value of `to`, by the rules above; the first failure otherwise. */
