@@ -87,3 +87,15 @@ test('"nullable: true" (read by the shared ajv) lets the producer be null: not p
   const maybe = { type: 'object', nullable: true, required: ['a'], properties: { a: { type: 'string' } } };
   assert.match((schemaAt(maybe, '/a') as { problem: string }).problem, /no single type/);
 });
+
+test('a producer with patternProperties: a property a pattern matches is not governed by additionalProperties', () => {
+  const patterned = { type: 'object', additionalProperties: { const: [] }, patternProperties: { '^a': {} } };
+  // {"a": [null]} is a value of the producer (the pattern's schema, not additionalProperties, holds "a").
+  assert.equal(schemaIncompatibility(patterned, { type: 'object', additionalProperties: { const: [] } })?.at, '/*');
+  const closed = { type: 'object', additionalProperties: false, patternProperties: { '^a': { type: 'number' } } };
+  // {"ab": 1} is a value of the producer: not closed to "ab".
+  assert.equal(schemaIncompatibility(closed, { type: 'object', properties: { ab: { type: 'string' } } })?.at, '/ab');
+  assert.match(schemaIncompatibility(closed, { type: 'object', additionalProperties: false })?.reason ?? '', /does not close its own/);
+  const selected = { type: 'object', required: ['ab'], additionalProperties: { type: 'string' }, patternProperties: { '^a': { type: 'number' } } };
+  assert.deepEqual(schemaAt(selected, '/ab'), { schema: {}, path: ['ab'] });
+});

@@ -14,7 +14,9 @@
  *     declared and compatible, or impossible (`additionalProperties: false`), or covered by a
  *     compatible `additionalProperties` schema; `to.additionalProperties: false` needs a closed
  *     `from` whose properties `to` declares; a `to.additionalProperties` schema must accept every
- *     other property `from` may have;
+ *     other property `from` may have. A `from` with `patternProperties` is neither closed nor
+ *     bound by its `additionalProperties` (a property a pattern matches is not "additional"):
+ *     its undeclared properties may be anything;
  *   - arrays: items compatible; `to`'s minItems ≤ `from`'s, `to`'s maxItems ≥ `from`'s;
  *   - `enum` / `const`: every value `from` allows is in `to`'s (from a `from` that lists them);
  *   - bounds (minimum, maximum, exclusive ones, minLength, maxLength, minProperties,
@@ -157,10 +159,11 @@ function checkObject(from: JsonObject, to: JsonObject, at: string): Incompatibil
     if (typeof name === 'string' && !fromRequired.has(name))
       return { at: `${at}/${escape(name)}`, reason: 'required, but the producing schema does not require it' };
   }
-  const fromClosed = from.additionalProperties === false;
+  const others = otherProperties(from);
+  const fromClosed = others === false;
   for (const [name, schema] of Object.entries(toProps)) {
     const where = `${at}/${escape(name)}`;
-    const produced = name in fromProps ? fromProps[name] : fromClosed ? undefined : (from.additionalProperties ?? {});
+    const produced = name in fromProps ? fromProps[name] : fromClosed ? undefined : others;
     if (produced === undefined) continue; // the producer never has this property
     const problem = schemaIncompatibility(produced, schema, where);
     if (problem) return problem;
@@ -175,8 +178,19 @@ function checkObject(from: JsonObject, to: JsonObject, at: string): Incompatibil
     const problem = schemaIncompatibility(schema, to.additionalProperties, `${at}/${escape(name)}`);
     if (problem) return problem;
   }
-  if (!fromClosed) return schemaIncompatibility(from.additionalProperties, to.additionalProperties, `${at}/*`);
+  if (!fromClosed) return schemaIncompatibility(others, to.additionalProperties, `${at}/*`);
   return undefined;
+}
+
+/**
+ * The schema of a property an object schema does not declare in `properties`: its
+ * `additionalProperties` (false: there is none) — unless `patternProperties` is there, whose
+ * patterns take the properties they match away from `additionalProperties`: such a property may
+ * then hold anything, as far as these rules go.
+ */
+function otherProperties(schema: JsonObject): JsonValue {
+  if (isObject(schema.patternProperties) && Object.keys(schema.patternProperties).length > 0) return {};
+  return schema.additionalProperties ?? {};
 }
 
 function checkArray(from: JsonObject, to: JsonObject, at: string): Incompatibility | undefined {
@@ -202,7 +216,7 @@ export function schemaAt(schema: JsonValue, pointer: string): { schema: JsonValu
       const required = Array.isArray(node.required) ? node.required : [];
       if (!required.includes(key)) return { problem: `"${key}" is not a required property there, so it may be absent` };
       const props = isObject(node.properties) ? node.properties : {};
-      current = key in props ? (props[key] as JsonValue) : (node.additionalProperties ?? {});
+      current = key in props ? (props[key] as JsonValue) : otherProperties(node);
       path.push(key);
     } else if (types[0] === 'array' && /^(0|[1-9][0-9]*)$/.test(key)) {
       const index = Number(key);
