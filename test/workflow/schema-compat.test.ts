@@ -99,3 +99,16 @@ test('a producer with patternProperties: a property a pattern matches is not gov
   const selected = { type: 'object', required: ['ab'], additionalProperties: { type: 'string' }, patternProperties: { '^a': { type: 'number' } } };
   assert.deepEqual(schemaAt(selected, '/ab'), { schema: {}, path: ['ab'] });
 });
+
+test('properties named like Object.prototype members are properties like any other', () => {
+  const closed = { type: 'object', properties: { toString: { type: 'number' } }, additionalProperties: false };
+  assert.equal(schemaIncompatibility(closed, { type: 'object', additionalProperties: false })?.at, '/toString');
+  const constructed = { type: 'object', properties: { constructor: { type: 'number' } }, additionalProperties: false };
+  assert.equal(schemaIncompatibility(constructed, { type: 'object', additionalProperties: { type: 'string' } })?.at, '/constructor');
+  assert.equal(
+    schemaIncompatibility({ type: 'object', additionalProperties: { type: 'string' } }, { type: 'object', properties: { toString: { type: 'string' } } }),
+    undefined,
+  );
+  const open = { type: 'object', required: ['toString'], additionalProperties: { type: 'string' } };
+  assert.deepEqual(schemaAt(open, '/toString'), { schema: { type: 'string' }, path: ['toString'] });
+});

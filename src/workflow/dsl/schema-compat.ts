@@ -62,6 +62,7 @@ const upperBounds = ['maximum', 'exclusiveMaximum', 'maxLength', 'maxItems', 'ma
 const sameValue = ['pattern', 'format', 'multipleOf'] as const;
 
 const escape = (key: string) => key.replace(/~/g, '~0').replace(/\//g, '~1');
+// Property names are looked up as own properties only (`Object.hasOwn`): `"toString" in {}` is true.
 
 /** The schema without annotations; `true` is `{}`. */
 function essential(schema: JsonValue | undefined): JsonObject | false {
@@ -163,7 +164,7 @@ function checkObject(from: JsonObject, to: JsonObject, at: string): Incompatibil
   const fromClosed = others === false;
   for (const [name, schema] of Object.entries(toProps)) {
     const where = `${at}/${escape(name)}`;
-    const produced = name in fromProps ? fromProps[name] : fromClosed ? undefined : others;
+    const produced = Object.hasOwn(fromProps, name) ? fromProps[name] : fromClosed ? undefined : others;
     if (produced === undefined) continue; // the producer never has this property
     const problem = schemaIncompatibility(produced, schema, where);
     if (problem) return problem;
@@ -173,7 +174,7 @@ function checkObject(from: JsonObject, to: JsonObject, at: string): Incompatibil
     return { at, reason: 'the accepting schema allows no other properties; the producing schema does not close its own' };
   }
   for (const [name, schema] of Object.entries(fromProps)) {
-    if (name in toProps) continue;
+    if (Object.hasOwn(toProps, name)) continue;
     if (to.additionalProperties === false) return { at: `${at}/${escape(name)}`, reason: 'may be present; the accepting schema allows no such property' };
     const problem = schemaIncompatibility(schema, to.additionalProperties, `${at}/${escape(name)}`);
     if (problem) return problem;
@@ -216,7 +217,7 @@ export function schemaAt(schema: JsonValue, pointer: string): { schema: JsonValu
       const required = Array.isArray(node.required) ? node.required : [];
       if (!required.includes(key)) return { problem: `"${key}" is not a required property there, so it may be absent` };
       const props = isObject(node.properties) ? node.properties : {};
-      current = key in props ? (props[key] as JsonValue) : otherProperties(node);
+      current = Object.hasOwn(props, key) ? (props[key] as JsonValue) : otherProperties(node);
       path.push(key);
     } else if (types[0] === 'array' && /^(0|[1-9][0-9]*)$/.test(key)) {
       const index = Number(key);
