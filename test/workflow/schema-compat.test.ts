@@ -1,6 +1,7 @@
 /** Conservative schema compatibility: what it proves, and what it refuses to assume. */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import type { JsonValue } from '../../src/contract/json.js';
 import { schemaAt, schemaIncompatibility } from '../../src/workflow/dsl/schema-compat.js';
 
 const text = { type: 'object', required: ['text'], properties: { text: { type: 'string' } } };
@@ -111,4 +112,10 @@ test('properties named like Object.prototype members are properties like any oth
   );
   const open = { type: 'object', required: ['toString'], additionalProperties: { type: 'string' } };
   assert.deepEqual(schemaAt(open, '/toString'), { schema: { type: 'string' }, path: ['toString'] });
+});
+
+test('a "__proto__" keyword is a keyword like any other, never the prototype of what the rules read', () => {
+  // As a bundle's JSON gives it: an own "__proto__" member, which ajv ignores (the producer is open).
+  const producer = JSON.parse('{"type":"object","__proto__":{"additionalProperties":false}}') as JsonValue;
+  assert.equal(schemaIncompatibility(producer, { type: 'object', properties: { a: { type: 'string' } } })?.at, '/a');
 });

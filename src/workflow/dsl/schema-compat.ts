@@ -64,13 +64,15 @@ const sameValue = ['pattern', 'format', 'multipleOf'] as const;
 const escape = (key: string) => key.replace(/~/g, '~0').replace(/\//g, '~1');
 // Property names are looked up as own properties only (`Object.hasOwn`): `"toString" in {}` is true.
 
-/** The schema without annotations; `true` is `{}`. */
+/**
+ * The schema without annotations; `true` is `{}`. Built with Object.fromEntries, which defines
+ * each member: assigning a `__proto__` member would set the copy's prototype instead, and the
+ * rules would read keywords ajv never sees.
+ */
 function essential(schema: JsonValue | undefined): JsonObject | false {
   if (schema === true || schema === undefined) return {};
   if (!isObject(schema)) return false;
-  const out: JsonObject = {};
-  for (const [k, v] of Object.entries(schema)) if (!annotations.has(k)) out[k] = v;
-  return out;
+  return Object.fromEntries(Object.entries(schema).filter(([k]) => !annotations.has(k)));
 }
 
 /**
