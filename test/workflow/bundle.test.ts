@@ -373,3 +373,25 @@ test('a bundle is refused for what the executor would refuse at every start, nam
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('stage schemas with references: equal whole documents pass; an equal part selected out of a document does not', async () => {
+  const document = { type: 'string', maxLength: 100000 };
+  const referring = { type: 'object', required: ['document'], properties: { document: { $ref: '#/definitions/document' } }, definitions: { document } };
+  const same = fresh();
+  pipelineOf(same).input = structuredClone(referring);
+  ((same.interactions as JsonObject).review as JsonObject).input = structuredClone(referring);
+  await checkBundleWorkflows(loadBundle(same));
+  // "/inner" of the pipeline input refers to the input's own "document" (any string), not to the interaction's (at most 100000 characters).
+  const consumer = { type: 'object', required: ['document'], properties: { document: { $ref: '#/definitions/document' } }, definitions: { document } };
+  await assertRefused(
+    (b) => {
+      const inner = structuredClone(consumer);
+      pipelineOf(b).input = { type: 'object', required: ['inner'], properties: { inner }, definitions: { document: { type: 'string' } } };
+      pipelineOf(b).stages[0]!.stageInput = '/inner';
+      ((b.interactions as JsonObject).review as JsonObject).input = consumer;
+    },
+    'invalid-input',
+    `${p}/stages/0/stageInput`,
+    /"\/inner" of the pipeline input is not compatible with the input of interaction "review": the schemas are equal, but a reference \(\$ref\) in them resolves in two documents/,
+  );
+});

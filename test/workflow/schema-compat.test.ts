@@ -119,3 +119,19 @@ test('a "__proto__" keyword is a keyword like any other, never the prototype of 
   const producer = JSON.parse('{"type":"object","__proto__":{"additionalProperties":false}}') as JsonValue;
   assert.equal(schemaIncompatibility(producer, { type: 'object', properties: { a: { type: 'string' } } })?.at, '/a');
 });
+
+test('equal schemas with references prove nothing unless they are the same whole document', () => {
+  // A reference resolves against its own document: here into an annotation the rules set aside.
+  const numbers = { type: 'object', properties: { a: { $ref: '#/examples/0' } }, examples: [{ type: 'number' }] };
+  const strings = { type: 'object', properties: { a: { $ref: '#/examples/0' } }, examples: [{ type: 'string' }] };
+  assert.match(schemaIncompatibility(numbers, strings)?.reason ?? '', /equal, but a reference/);
+  assert.match(schemaIncompatibility(numbers, strings, '', true)?.reason ?? '', /equal, but a reference/);
+  // A part selected out of its document ("/x" of {properties: {x: …, b: {type: number}}}) still refers into it.
+  const selected = { type: 'object', properties: { a: { $ref: '#/properties/b' } }, additionalProperties: false };
+  const consumer = { type: 'object', properties: { a: { $ref: '#/properties/b' }, b: { type: 'string' } } };
+  assert.equal(schemaIncompatibility(selected, consumer)?.at, '/a');
+  // The same whole document, compared as one, is the same schema.
+  const defined = { $ref: '#/definitions/t', definitions: { t: { type: 'string' } } };
+  assert.equal(schemaIncompatibility(defined, structuredClone(defined), '', true), undefined);
+  assert.match(schemaIncompatibility(defined, structuredClone(defined))?.reason ?? '', /equal, but a reference/);
+});

@@ -39,6 +39,8 @@ interface Flow {
   /** The schema of the value flowing into the next stage, and what to call it in messages. */
   schema: JsonValue;
   what: string;
+  /** Whether `schema` is a whole document, not a part selected out of one (its references resolve in it). */
+  whole: boolean;
 }
 
 /** Checks a pipeline against its bundle and plans it; throws invalid-input naming a JSON Pointer. */
@@ -56,7 +58,7 @@ export function planPipeline(compiled: CompiledBundle, name: string, pipeline: P
     }
   }
   const seen = new Set<string>();
-  let flow: Flow = { schema: pipeline.input, what: 'the pipeline input' };
+  let flow: Flow = { schema: pipeline.input, what: 'the pipeline input', whole: true };
   const plans: StagePlan[] = [];
   pipeline.stages.forEach((stage, index) => {
     const where = `${base}/stages/${index}`;
@@ -80,9 +82,9 @@ function planStage(compiled: CompiledBundle, pipeline: Pipeline, stage: Pipeline
     if (!declared || !Object.prototype.hasOwnProperty.call(pipeline.transforms, stage.transform)) {
       throw invalidInput(`${where}/transform: the pipeline declares no transform "${stage.transform}"`);
     }
-    requireCompatible(flow, { schema: declared.input, what: `the input of transform "${stage.transform}"` }, `${where}/transform`);
+    requireCompatible(flow, { schema: declared.input, what: `the input of transform "${stage.transform}"`, whole: true }, `${where}/transform`);
     transform = { name: stage.transform, expression: declared.expression, input: declared.input, output: declared.output };
-    flow = { schema: declared.output, what: `the output of transform "${stage.transform}"` };
+    flow = { schema: declared.output, what: `the output of transform "${stage.transform}"`, whole: true };
   }
   if (stage.operation !== undefined) return planSend(stage, flow, where, transform);
   return planInteraction(compiled, stage, flow, where, transform);
@@ -105,7 +107,7 @@ function planInteraction(
   const selected = select(flow, stage.stageInput ?? '', `${where}/stageInput`);
   requireCompatible(
     selected.flow,
-    { schema: spec.input, what: `the input of interaction "${id}"` },
+    { schema: spec.input, what: `the input of interaction "${id}"`, whole: true },
     stage.stageInput !== undefined ? `${where}/stageInput` : where,
   );
   const output = spec.aggregate && spec.output ? spec.output : nullSchema;
@@ -121,6 +123,7 @@ function planInteraction(
     next: {
       schema: output,
       what: `the output of stage "${stage.name}" (interaction "${id}": ${spec.aggregate && spec.output ? 'its output schema' : 'null, it declares no aggregate output'})`,
+      whole: true,
     },
   };
 }
@@ -143,18 +146,19 @@ function planSend(stage: PipelineStage, flow: Flow, where: string, transform: St
   const payload = select(flow, operation.payload ?? '', `${where}/operation/payload`);
   return {
     plan: { name: stage.name, ...(transform ? { transform } : {}), kind: 'send', subject: operation.subject, type: operation.type, payloadPath: payload.path },
-    next: { schema: flow.schema, what: `the output of stage "${stage.name}" (its input, passed on)` },
+    next: { schema: flow.schema, what: `the output of stage "${stage.name}" (its input, passed on)`, whole: flow.whole },
   };
 }
 
 function select(flow: Flow, pointer: string, where: string): { flow: Flow; path: (string | number)[] } {
   const found = schemaAt(flow.schema, pointer);
   if ('problem' in found) throw invalidInput(`${where}: ${JSON.stringify(pointer)} does not select a value every one of ${flow.what} has: ${found.problem}`);
-  return { flow: { schema: found.schema, what: pointer === '' ? flow.what : `${JSON.stringify(pointer)} of ${flow.what}` }, path: found.path };
+  const what = pointer === '' ? flow.what : `${JSON.stringify(pointer)} of ${flow.what}`;
+  return { flow: { schema: found.schema, what, whole: pointer === '' && flow.whole }, path: found.path };
 }
 
 function requireCompatible(from: Flow, to: Flow, where: string): void {
-  const problem = schemaIncompatibility(from.schema, to.schema);
+  const problem = schemaIncompatibility(from.schema, to.schema, '', from.whole && to.whole);
   if (!problem) return;
   const at = problem.at === '' ? '' : ` at ${problem.at}`;
   throw invalidInput(

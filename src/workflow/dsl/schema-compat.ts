@@ -7,6 +7,9 @@
  * incompatible, and a named transform (with its own schemas) bridges it. The rules:
  *
  *   - `to` accepts anything (no keyword but annotations), or the two are equal (annotations aside);
+ *     equal schemas with a reference (`$ref`, …) anywhere only when they are whole documents,
+ *     equal in full: a reference resolves in its own document (into its annotations too), so the
+ *     same text in two documents, or in parts of them, may name different schemas;
  *   - `from`'s types are among `to`'s (`integer` counts as a `number`; `nullable: true`, which the
  *     shared ajv reads, adds `null`); a `from` without `type` may be anything, so only the first
  *     rule accepts it;
@@ -86,14 +89,47 @@ function typesOf(schema: JsonObject): string[] | undefined {
   return [...declared, 'null'];
 }
 
-/** Whether every value of `from` is a value of `to`, by the rules above; the first failure otherwise. */
-export function schemaIncompatibility(fromSchema: JsonValue | undefined, toSchema: JsonValue | undefined, at = ''): Incompatibility | undefined {
+/** The keywords that name another schema, resolved against the document the keyword is in. */
+const referenceKeywords = ['$ref', '$recursiveRef', '$dynamicRef'];
+
+/**
+ * Whether a reference keyword is anywhere in `schema` (a member so named inside an `enum`, or a
+ * property so named, counts too: only ever more caution).
+ */
+function refers(schema: JsonValue): boolean {
+  const pending: JsonValue[] = [schema];
+  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
+    if (Array.isArray(next)) pending.push(...next);
+    else if (isObject(next)) {
+      if (referenceKeywords.some((k) => Object.hasOwn(next, k))) return true;
+      pending.push(...Object.values(next));
+    }
+  }
+  return false;
+}
+
+/**
+ * Whether every value of `from` is a value of `to`, by the rules above; the first failure
+ * otherwise. `wholeDocuments`: the two schemas are whole documents (not parts of others), so that
+ * equal ones with references are the same schema.
+ */
+export function schemaIncompatibility(
+  fromSchema: JsonValue | undefined,
+  toSchema: JsonValue | undefined,
+  at = '',
+  wholeDocuments = false,
+): Incompatibility | undefined {
   const from = essential(fromSchema);
   const to = essential(toSchema);
   if (to !== false && Object.keys(to).length === 0) return undefined;
   if (from === false) return { at, reason: 'the producing schema rejects everything or is not a schema' };
   if (to === false) return { at, reason: 'the accepting schema rejects everything' };
-  if (jsonEquals(from, to)) return undefined;
+  // A reference resolves in its own document (into annotations too): equal text in two documents,
+  // or in parts of them, may name two different schemas.
+  if (jsonEquals(from, to)) {
+    if (!refers(to) || (wholeDocuments && jsonEquals(fromSchema, toSchema))) return undefined;
+    return { at, reason: 'the schemas are equal, but a reference ($ref) in them resolves in two documents (or in a part of one), which may differ' };
+  }
   const unknown = Object.keys(to).find((k) => !understood.has(k));
   if (unknown !== undefined) return { at, reason: `the accepting schema uses "${unknown}", which is compared only by equality` };
   return checkTypes(from, to, at) ?? checkValues(from, to, at) ?? checkBounds(from, to, at) ?? checkObject(from, to, at) ?? checkArray(from, to, at);
