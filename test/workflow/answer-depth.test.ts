@@ -18,44 +18,8 @@ import { SystemClock } from '../../src/contract/clock.js';
 import { parseStrict } from '../../src/contract/ijson.js';
 import type { JsonObject } from '../../src/contract/json.js';
 import { limits } from '../../src/contract/limits.js';
-import { createEmbedded, type Embedded } from '../../src/deployment/embedded.js';
-import { peerIds, reviewBundle } from '../../src/deployment/examples.js';
+import { deepReviewDeployment, nested } from './depth-support.js';
 import { delegatingParent, harness, runToEnd, workflowsAmong, yaml } from './support.js';
-
-/** A value `levels` deep: objects in objects, the innermost empty (`{}` is 1 level). */
-function nested(levels: number): JsonObject {
-  let value: JsonObject = {};
-  for (let i = 1; i < levels; i++) value = { a: value };
-  return value;
-}
-
-/** One reviewer answering a result `input.levels` deep (its `note`), collected into the output. */
-async function deployment(clock: SystemClock): Promise<Embedded> {
-  const peers = peerIds(1);
-  const embedded = await createEmbedded({
-    clock,
-    store: new MemoryEventStore({ clock }),
-    bundle: reviewBundle({
-      input: { type: 'object', required: ['document'] },
-      result: { type: 'object', required: ['verdict'] },
-      output: { type: 'object' },
-      aggregate: { kind: 'collect' },
-      completion: { mode: 'quorum', count: 1 },
-      timeoutMs: 1000,
-    }),
-    groups: { reviewers: peers },
-  });
-  for (const peerId of peers)
-    await embedded.addPeer(peerId, {
-      review: async (input) => {
-        const levels = (input as { levels?: number }).levels;
-        const result: JsonObject = { verdict: 'approve' };
-        if (typeof levels === 'number') result.note = nested(levels - 1);
-        return result;
-      },
-    });
-  return embedded;
-}
 
 const head = `document: { dsl: '1.0.3', namespace: test, name: depth, version: '1.0.0' }\n`;
 const contract = (digest: string) => `contract: { id: lab.review, version: '1.0.0', digest: '${digest}' }`;
@@ -73,7 +37,7 @@ const deepResult = (digest: string) =>
 for (const kind of ['memory', 'sqlite'] as const) {
   test(`a peer's result of 64 levels, decided success on, is the contract call's answer and replays equal (${kind} store)`, async () => {
     const clock = new SystemClock();
-    const embedded = await deployment(clock);
+    const embedded = await deepReviewDeployment(clock);
     const dir = mkdtempSync(join(tmpdir(), 'answer-depth-'));
     const store = kind === 'memory' ? new MemoryEventStore({ clock }) : new SqliteEventStore({ path: join(dir, 'log.db'), clock });
     const h = harness({ store, clock, invocations: embedded.coordinator });
@@ -119,7 +83,7 @@ for (const kind of ['memory', 'sqlite'] as const) {
 
 test('a peer never sends a result of 65 levels: the call’s decision fails, a contract error, not a value the workflow refuses', async () => {
   const clock = new SystemClock();
-  const embedded = await deployment(clock);
+  const embedded = await deepReviewDeployment(clock);
   const h = harness({ clock, invocations: embedded.coordinator });
   try {
     const record = await runToEnd(h, deepResult(embedded.bundle.ref.digest), { levels: limits.jsonDepthMax + 1 }, 'too-deep-result');
@@ -150,7 +114,7 @@ const builtInput = (digest: string) =>
 
 test('a with.input one expression builds to 64 levels is the contract’s input; one of 65 is the expression’s error, caught', async () => {
   const clock = new SystemClock();
-  const embedded = await deployment(clock);
+  const embedded = await deepReviewDeployment(clock);
   const h = harness({ clock, invocations: embedded.coordinator });
   try {
     const digest = embedded.bundle.ref.digest;
@@ -170,7 +134,7 @@ test('a with.input one expression builds to 64 levels is the contract’s input;
 
 test('a child workflow whose output is a contract call’s answer around a 64-level result is its parent’s run answer too', async () => {
   const clock = new SystemClock();
-  const embedded = await deployment(clock);
+  const embedded = await deepReviewDeployment(clock);
   const child = yaml(`document: { dsl: '1.0.3', namespace: t, name: child, version: '1.0.0' }
 do:
   - review:

@@ -24,6 +24,7 @@ import { writeFile } from 'node:fs/promises';
 import { exitCodes } from '../../src/cli/exit-codes.js';
 import { passwordVariableOf } from '../../src/deployment/nats/permissions.js';
 import { deploymentForSuite, e2eBundle, spawnCli, type CommandClient } from '../support/nats-deployment-fixture.js';
+import { levelsOf, nested } from './depth-support.js';
 
 process.env.PATH = `${process.env.PATH ?? ''}:/usr/sbin`;
 
@@ -59,28 +60,8 @@ function bundle(): JsonObject {
   return b;
 }
 
-/** A value `levels` deep: objects in objects, the innermost empty (`{}` is 1 level). */
-function inputOfLevels(levels: number): JsonObject {
-  let input: JsonObject = {};
-  for (let depth = 1; depth < levels; depth++) input = { a: input };
-  return input;
-}
-
-/** How many levels `value` nests (a scalar is 0, `{}` 1). */
-function levelsOf(value: unknown): number {
-  let deepest = 0;
-  const stack: [unknown, number][] = [[value, 0]];
-  for (let entry = stack.pop(); entry !== undefined; entry = stack.pop()) {
-    const [item, depth] = entry;
-    if (typeof item !== 'object' || item === null) continue;
-    deepest = Math.max(deepest, depth + 1);
-    for (const member of Object.values(item)) stack.push([member, depth + 1]);
-  }
-  return deepest;
-}
-
 /** The peers' result of the `deeper` interaction: 60 levels, as deep as the peer's config holds it below `/interactions/deeper/result`. */
-const deeperResult = { verdict: 'approve', note: inputOfLevels(59) };
+const deeperResult = { verdict: 'approve', note: nested(59) };
 
 /** A workflow whose output is `forks` forks, one inside the other, around a `deeper` contract call (its answer 64 levels deep). */
 function forkedCalls(name: string, forks: number): JsonObject {
@@ -313,14 +294,14 @@ test("workflow-start past the principal's bound of running instances (workflows.
 });
 
 test('a start takes an input as deep as a contract invocation does (its body one level deeper), and the reply nesting it as output is read back; one level more is refused naming the depth', async () => {
-  const input = inputOfLevels(limits.jsonDepthMax);
+  const input = nested(limits.jsonDepthMax);
   const reply = await start('billing', 'echo', 'deepest-input', input, 5_000);
   const instance = instanceOf(reply);
   assert.equal(instance.status, 'completed', JSON.stringify(instance.error));
   assert.deepEqual(instance.output, input);
   const again = instanceOf(await send('billing', 'workflow-get', { instanceId: instance.instanceId }));
   assert.deepEqual(again.output, input);
-  const refused = await start('billing', 'echo', 'too-deep-input', inputOfLevels(limits.jsonDepthMax + 1), 5_000);
+  const refused = await start('billing', 'echo', 'too-deep-input', nested(limits.jsonDepthMax + 1), 5_000);
   assert.ok('error' in refused, JSON.stringify(refused).slice(0, 400));
   assert.deepEqual([refused.status, refused.error.kind], [400, 'invalid-input']);
   assert.match(refused.error.description ?? '', /the value at \/input nests deeper than 64 at \/input\/a\//);
@@ -348,7 +329,7 @@ test('convoke workflow start and convoke invoke take an --input as deep as admis
     return { code, output: child.output() };
   };
   const bundleFile = join(deployment.fixture.dir, 'bundle.json');
-  const input = inputOfLevels(limits.jsonDepthMax);
+  const input = nested(limits.jsonDepthMax);
   const startWith = (key: string, value: JsonObject) =>
     cli(['workflow', 'start', bundleFile, ...as, '--workflow', 'echo', '--key', key, '--input', JSON.stringify(value), '--wait-ms', '20000', '--json']);
   const started = await startWith('cli-deepest', input);
@@ -372,14 +353,14 @@ test('convoke workflow start and convoke invoke take an --input as deep as admis
       '--json',
     ]);
   // {document: …} is one level: the document is one less than the input.
-  const invoked = await invokeWith('cli-deepest', inputOfLevels(limits.jsonDepthMax - 1));
+  const invoked = await invokeWith('cli-deepest', nested(limits.jsonDepthMax - 1));
   assert.equal(invoked.code, exitCodes.ok, invoked.output);
   const result = (JSON.parse(invoked.output.slice(invoked.output.indexOf('{'))) as { result: { decision: { outcome: string } | null } }).result;
   assert.equal(result.decision?.outcome, 'success');
-  const tooDeepStart = await startWith('cli-too-deep', inputOfLevels(limits.jsonDepthMax + 1));
+  const tooDeepStart = await startWith('cli-too-deep', nested(limits.jsonDepthMax + 1));
   assert.equal(tooDeepStart.code, exitCodes.invalidInput, tooDeepStart.output);
   assert.match(tooDeepStart.output, /--input: nesting deeper than 64/);
-  const tooDeepInvoke = await invokeWith('cli-too-deep', inputOfLevels(limits.jsonDepthMax));
+  const tooDeepInvoke = await invokeWith('cli-too-deep', nested(limits.jsonDepthMax));
   assert.equal(tooDeepInvoke.code, exitCodes.invalidInput, tooDeepInvoke.output);
   assert.match(tooDeepInvoke.output, /--input: nesting deeper than 64/);
 });

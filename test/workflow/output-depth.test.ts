@@ -17,62 +17,13 @@ import { MemoryEventStore } from '../../src/adapters/store/memory.js';
 import { SqliteEventStore } from '../../src/adapters/store/sqlite.js';
 import { SystemClock } from '../../src/contract/clock.js';
 import type { CloudEvent } from '../../src/contract/cloudevents.js';
-import type { JsonObject, JsonValue } from '../../src/contract/json.js';
+import type { JsonValue } from '../../src/contract/json.js';
 import { limits } from '../../src/contract/limits.js';
-import { createEmbedded, type Embedded } from '../../src/deployment/embedded.js';
-import { peerIds, reviewBundle } from '../../src/deployment/examples.js';
 import { outputLevels } from '../../src/workflow/exec/calls.js';
 import { Interpreter } from '../../src/workflow/exec/interpreter.js';
 import { workflowReplyLevels } from '../../src/nats-api/workflow-commands.js';
+import { deepReviewDeployment, levelsOf } from './depth-support.js';
 import { assertReplayEqual, delegatingParent, harness, runToEnd, workflowsAmong, yaml } from './support.js';
-
-/** A value `levels` deep: objects in objects, the innermost empty (`{}` is 1 level). */
-function nested(levels: number): JsonObject {
-  let value: JsonObject = {};
-  for (let i = 1; i < levels; i++) value = { a: value };
-  return value;
-}
-
-/** How many levels `value` nests (a scalar is 0, `{}` 1). */
-function levelsOf(value: unknown): number {
-  let deepest = 0;
-  const stack: [unknown, number][] = [[value, 0]];
-  for (let entry = stack.pop(); entry !== undefined; entry = stack.pop()) {
-    const [item, depth] = entry;
-    if (typeof item !== 'object' || item === null) continue;
-    deepest = Math.max(deepest, depth + 1);
-    for (const member of Object.values(item)) stack.push([member, depth + 1]);
-  }
-  return deepest;
-}
-
-/** One reviewer answering a result `input.levels` deep (its `note`), collected into the output: the answer is 4 levels deeper. */
-async function deployment(clock: SystemClock): Promise<Embedded> {
-  const peers = peerIds(1);
-  const embedded = await createEmbedded({
-    clock,
-    store: new MemoryEventStore({ clock }),
-    bundle: reviewBundle({
-      input: { type: 'object', required: ['document'] },
-      result: { type: 'object', required: ['verdict'] },
-      output: { type: 'object' },
-      aggregate: { kind: 'collect' },
-      completion: { mode: 'quorum', count: 1 },
-      timeoutMs: 1000,
-    }),
-    groups: { reviewers: peers },
-  });
-  for (const peerId of peers)
-    await embedded.addPeer(peerId, {
-      review: async (input) => {
-        const levels = (input as { levels?: number }).levels;
-        const result: JsonObject = { verdict: 'approve' };
-        if (typeof levels === 'number') result.note = nested(levels - 1);
-        return result;
-      },
-    });
-  return embedded;
-}
 
 const head = (name: string) => `document: { dsl: '1.0.3', namespace: t, name: ${name}, version: '1.0.0' }\n`;
 const review = (digest: string, indent: string, levels = '${ .levels }') =>
@@ -108,7 +59,7 @@ test("the executor's bound on an output is what a NATS client reads below a work
 for (const kind of ['memory', 'sqlite'] as const) {
   test(`a fork's list around a contract answer is held to 68 levels: 68 completes, 69 faults the fork, caught (${kind} store)`, async () => {
     const clock = new SystemClock();
-    const embedded = await deployment(clock);
+    const embedded = await deepReviewDeployment(clock);
     const dir = mkdtempSync(join(tmpdir(), 'output-depth-'));
     const store = kind === 'memory' ? new MemoryEventStore({ clock }) : new SqliteEventStore({ path: join(dir, 'log.db'), clock });
     const h = harness({ store, clock, invocations: embedded.coordinator });
@@ -141,7 +92,7 @@ for (const kind of ['memory', 'sqlite'] as const) {
 
 test("a listen's list of its iterations' outputs is held to 68 levels: iterating into a contract answer of 68 faults the listen, naming it", async () => {
   const clock = new SystemClock();
-  const embedded = await deployment(clock);
+  const embedded = await deepReviewDeployment(clock);
   const h = harness({ clock, invocations: embedded.coordinator });
   try {
     const document = yaml(`${head('iterates')}do:
@@ -183,7 +134,7 @@ ${review(embedded.bundle.ref.digest, '              ', '${ $got.levels }')}
 
 test("a child whose fork's list would be 69 levels faults at its fork, and its parent's run with the child's error (not a value the parent refuses)", async () => {
   const clock = new SystemClock();
-  const embedded = await deployment(clock);
+  const embedded = await deepReviewDeployment(clock);
   const child = yaml(`${head('child')}do:
   - fanout:
       fork:
@@ -213,7 +164,7 @@ ${review(embedded.bundle.ref.digest, '              ')}
 
 test('a log written before outputs were held so, its fork completed 69 levels deep, resumes as it was recorded and replays equal', async () => {
   const clock = new SystemClock();
-  const embedded = await deployment(clock);
+  const embedded = await deepReviewDeployment(clock);
   const store = new MemoryEventStore({ clock });
   const document = yaml(`${head('old-fork')}do:
   - fanout:
