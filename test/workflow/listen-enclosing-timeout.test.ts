@@ -10,15 +10,11 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { connect } from '@nats-io/transport-node';
 import { MemoryEventStore } from '../../src/adapters/store/memory.js';
-import { serveCloudEvents } from '../../src/adapters/transport/nats-cloudevents.js';
 import type { CloudEvent } from '../../src/contract/cloudevents.js';
 import { VirtualClock } from '../../src/contract/clock.js';
-import { startNatsServer } from '../support/nats-server.js';
-import { assertReplayEqual, eventually, harness, yaml, type Harness, type HarnessOptions } from './support.js';
-
-process.env.PATH = `${process.env.PATH ?? ''}:/usr/sbin`;
+import { withIntake } from './intake-support.js';
+import { assertReplayEqual, eventually, yaml } from './support.js';
 
 const event = (id: string, type: string): CloudEvent => ({ specversion: '1.0', id, source: 'https://convoke.dev/test', type, data: { id } });
 
@@ -53,27 +49,6 @@ do:
 const outer = '/do/0/guarded/try/0/outer';
 const stale = `${outer}/do/0/stale`;
 const live = '/do/1/live';
-
-type Ask = (published: CloudEvent) => Promise<{ status: string; count?: number }>;
-
-/** A nats-server, a harness (its options) and its event intake on `test.events.>`, for `body`, given a request on an event's subject; all closed after. */
-async function withIntake(options: HarnessOptions, body: (h: Harness, ask: Ask) => Promise<void>): Promise<void> {
-  const server = await startNatsServer();
-  const nc = await connect({ servers: server.url });
-  const h = harness(options);
-  const subscription = serveCloudEvents(nc, 'test.events', h.executor);
-  try {
-    await subscription.ready();
-    const ask: Ask = async (published) =>
-      (await nc.request(`test.events.${published.type}`, JSON.stringify(published), { timeout: 5000 })).json<{ status: string; count?: number }>();
-    await body(h, ask);
-  } finally {
-    await subscription.close();
-    await h.close();
-    await nc.close();
-    await server.dispose();
-  }
-}
 
 test('a listen whose enclosing task timed out takes nothing: its events are answered no-match, and a live listen of the instance takes its own without waiting for it', () =>
   withIntake({ listenUntilWaitMs: 300 }, async (h, ask) => {

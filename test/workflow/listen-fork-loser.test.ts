@@ -7,14 +7,9 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { connect } from '@nats-io/transport-node';
-import { serveCloudEvents } from '../../src/adapters/transport/nats-cloudevents.js';
 import type { CloudEvent } from '../../src/contract/cloudevents.js';
-import type { ExpressionEvaluator } from '../../src/workflow/exec/jq.js';
-import { startNatsServer } from '../support/nats-server.js';
-import { assertReplayEqual, eventually, harness, yaml } from './support.js';
-
-process.env.PATH = `${process.env.PATH ?? ''}:/usr/sbin`;
+import { heldEvaluator, withIntake } from './intake-support.js';
+import { assertReplayEqual, eventually, yaml } from './support.js';
 
 /** `quick` wins after a wait; in `slow`, `hear` listens while `busy` evaluates an expression this test holds. */
 const document = yaml(`document: { dsl: '1.0.3', namespace: test, name: fork-loser, version: '1.0.0' }
@@ -41,44 +36,28 @@ const ready: CloudEvent = { specversion: '1.0', id: 'r-1', source: 'https://conv
 
 test('a listen in a competing fork’s losing branch takes nothing once the win is recorded, before the losers are recorded cancelled', async () => {
   // busy's expression is answered only once released: the losing branch cannot unwind before.
-  let release!: () => void;
-  const released = new Promise<void>((resolve) => (release = resolve));
-  const evaluator = (jq: ExpressionEvaluator): ExpressionEvaluator => ({
-    evaluate: async (query, input, vars, principal) => {
-      const answer = await jq.evaluate(query, input, vars, principal);
-      if (query.includes('held')) await released;
-      return answer;
-    },
-    close: () => jq.close(),
+  const held = heldEvaluator((query) => query.includes('held'));
+  await withIntake({ evaluator: held.evaluator }, async (h, ask) => {
+    try {
+      const { instanceId } = await h.executor.start({ principalId: 'alice', invocationKey: 'fork-loser', document, input: {} });
+      await eventually(async () => (await h.executor.get(instanceId))?.winners['/do/0/race'] !== undefined, 'the win recorded');
+      const record = (await h.executor.get(instanceId))!;
+      assert.equal(record.winners['/do/0/race'], 0, 'quick won');
+      assert.ok(record.listens[hear], 'the losing branch listened');
+      assert.equal(record.tasks[hear]?.state, 'running', 'the losers are not recorded cancelled yet');
+
+      assert.deepEqual(await ask(ready), { status: 'no-match' }, 'a losing branch’s listen takes nothing');
+      assert.equal((await h.executor.get(instanceId))!.revision, record.revision, 'nothing stored');
+
+      held.release();
+      const ended = await h.executor.wait(instanceId, 5000);
+      assert.equal(ended.status, 'completed', JSON.stringify(ended.error));
+      assert.equal(ended.tasks[hear]?.state, 'cancelled');
+      assert.equal(ended.listens[hear]!.events.length, 0);
+      await assertReplayEqual(h, instanceId);
+    } finally {
+      // Before the harness closes: it waits for the evaluation held.
+      held.release();
+    }
   });
-  const server = await startNatsServer();
-  const nc = await connect({ servers: server.url });
-  const h = harness({ evaluator });
-  const subscription = serveCloudEvents(nc, 'test.events', h.executor);
-  try {
-    await subscription.ready();
-    const { instanceId } = await h.executor.start({ principalId: 'alice', invocationKey: 'fork-loser', document, input: {} });
-    await eventually(async () => (await h.executor.get(instanceId))?.winners['/do/0/race'] !== undefined, 'the win recorded');
-    const record = (await h.executor.get(instanceId))!;
-    assert.equal(record.winners['/do/0/race'], 0, 'quick won');
-    assert.ok(record.listens[hear], 'the losing branch listened');
-    assert.equal(record.tasks[hear]?.state, 'running', 'the losers are not recorded cancelled yet');
-
-    const answer = (await nc.request('test.events.com.example.ready', JSON.stringify(ready), { timeout: 5000 })).json();
-    assert.deepEqual(answer, { status: 'no-match' }, 'a losing branch’s listen takes nothing');
-    assert.equal((await h.executor.get(instanceId))!.revision, record.revision, 'nothing stored');
-
-    release();
-    const ended = await h.executor.wait(instanceId, 5000);
-    assert.equal(ended.status, 'completed', JSON.stringify(ended.error));
-    assert.equal(ended.tasks[hear]?.state, 'cancelled');
-    assert.equal(ended.listens[hear]!.events.length, 0);
-    await assertReplayEqual(h, instanceId);
-  } finally {
-    release();
-    await subscription.close();
-    await h.close();
-    await nc.close();
-    await server.dispose();
-  }
 });

@@ -7,14 +7,9 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { connect } from '@nats-io/transport-node';
-import { serveCloudEvents } from '../../src/adapters/transport/nats-cloudevents.js';
 import type { CloudEvent } from '../../src/contract/cloudevents.js';
-import type { ExpressionEvaluator } from '../../src/workflow/exec/jq.js';
-import { startNatsServer } from '../support/nats-server.js';
-import { eventually, harness, yaml } from './support.js';
-
-process.env.PATH = `${process.env.PATH ?? ''}:/usr/sbin`;
+import { heldEvaluator, withIntake } from './intake-support.js';
+import { eventually, yaml } from './support.js';
 
 const document = yaml(`document: { dsl: '1.0.3', namespace: test, name: outside-answer, version: '1.0.0' }
 do:
@@ -29,43 +24,22 @@ const tick = (id: string): CloudEvent => ({ specversion: '1.0', id, source: 'htt
 
 test('an outside event answered unavailable while a listening instance’s until verdict is evaluated names neither that instance nor its listen', async () => {
   // The interpreter's until verdicts wait here until released.
-  let release!: () => void;
-  const released = new Promise<void>((resolve) => (release = resolve));
-  const evaluator = (jq: ExpressionEvaluator): ExpressionEvaluator => ({
-    evaluate: async (query, input, vars, principal) => {
-      const answer = await jq.evaluate(query, input, vars, principal);
-      if (query.includes('length')) await released;
-      return answer;
-    },
-    close: () => jq.close(),
-  });
-  const server = await startNatsServer();
-  const nc = await connect({ servers: server.url });
-  const h = harness({ evaluator, listenUntilWaitMs: 200 });
-  const subscription = serveCloudEvents(nc, 'test.events', h.executor);
-  try {
-    await subscription.ready();
-    const ask = async (published: CloudEvent) =>
-      (await nc.request('test.events.com.example.tick', JSON.stringify(published), { timeout: 5000 })).json<{
-        status: string;
-        count?: number;
-        error?: { kind: string; message: string };
-      }>();
-    const { instanceId } = await h.executor.start({ principalId: 'alice', invocationKey: 'outside-answer', document, input: {} });
-    await eventually(async () => (await h.executor.get(instanceId))?.listens['/do/0/wait'] !== undefined, 'the listen waiting');
-    assert.deepEqual(await ask(tick('t-1')), { status: 'accepted', count: 1 });
+  const held = heldEvaluator((query) => query.includes('length'));
+  await withIntake({ evaluator: held.evaluator, listenUntilWaitMs: 200 }, async (h, ask) => {
+    try {
+      const { instanceId } = await h.executor.start({ principalId: 'alice', invocationKey: 'outside-answer', document, input: {} });
+      await eventually(async () => (await h.executor.get(instanceId))?.listens['/do/0/wait'] !== undefined, 'the listen waiting');
+      assert.deepEqual(await ask(tick('t-1')), { status: 'accepted', count: 1 });
 
-    const answer = await ask(tick('t-2'));
-    assert.equal(answer.status, 'rejected', JSON.stringify(answer));
-    assert.equal(answer.error?.kind, 'unavailable');
-    assert.match(answer.error?.message ?? '', /until expression/, 'it says why');
-    assert.ok(!answer.error?.message.includes(instanceId), `the answer names the instance: ${answer.error?.message}`);
-    assert.ok(!answer.error?.message.includes('/do/0/wait'), `the answer names the listen: ${answer.error?.message}`);
-  } finally {
-    release();
-    await subscription.close();
-    await h.close();
-    await nc.close();
-    await server.dispose();
-  }
+      const answer = await ask(tick('t-2'));
+      assert.equal(answer.status, 'rejected', JSON.stringify(answer));
+      assert.equal(answer.error?.kind, 'unavailable');
+      assert.match(answer.error?.message ?? '', /until expression/, 'it says why');
+      assert.ok(!answer.error?.message.includes(instanceId), `the answer names the instance: ${answer.error?.message}`);
+      assert.ok(!answer.error?.message.includes('/do/0/wait'), `the answer names the listen: ${answer.error?.message}`);
+    } finally {
+      // Before the harness closes: it waits for the evaluation held.
+      held.release();
+    }
+  });
 });
