@@ -22,7 +22,7 @@ import {
 } from '../adapters/transport/nats-cloudevents.js';
 import { inboxPrefixFor } from '../adapters/transport/nats-names.js';
 import type { CloudEventSink } from '../contract/cloudevents.js';
-import { invalidInput } from '../contract/errors.js';
+import { invalidInput, unsupported } from '../contract/errors.js';
 import type { EventStore } from '../adapters/store/types.js';
 import type { BundleRegistry, CompiledBundle } from '../contract/bundle.js';
 import type { Clock } from '../contract/clock.js';
@@ -61,6 +61,8 @@ export interface WorkflowHostParts {
   listing?: { operators: ReadonlySet<string>; stuckBounds?: WorkflowStuckBounds };
   /** Where the stuck instances gauge is registered (none: no gauge). */
   metrics?: Registry;
+  /** Whether a principal may start a new instance (the deployment's policy, WorkflowHostFactory); none: every start is allowed. */
+  authorizeStart?: (principalId: string, bundle: ContractRef, workflow: string) => Promise<void>;
   /** The secrets workflows may read (config workflowSecrets, read at start-up). */
   secrets?: ReadonlyMap<string, JsonValue>;
   /** The only origins a request carrying a secret may go to, by the secret's name (config workflowSecrets.<name>.origins). */
@@ -193,6 +195,7 @@ export async function createWorkflowHost(parts: WorkflowHostParts): Promise<Work
     ...(parts.secretOrigins ? { secretOrigins: parts.secretOrigins } : {}),
     ...(parts.onFailure ? { onFailure: parts.onFailure } : {}),
     ...(parts.metrics ? { onStartRefused: observeRefusedWorkflowStarts(parts.metrics) } : {}),
+    ...startPolicy(parts.authorizeStart, refs),
     // run: workflow names a pipeline or workflow of the same bundle (by its namespace, its bundle name and version).
     workflows: (digest, ref) => [...(definitions.get(digest)?.values() ?? [])].find((definition) => isWorkflowNamed(definition.document, ref))?.document,
   });
@@ -223,6 +226,24 @@ export async function createWorkflowHost(parts: WorkflowHostParts): Promise<Work
     close: async () => {
       await subscription?.close();
       await stop();
+    },
+  };
+}
+
+/**
+ * The executor's authorizeStart: the deployment's policy decides each new instance, a caller's or
+ * a `run: workflow` child's, for the bundle with the start's digest and the workflow's name.
+ */
+function startPolicy(
+  authorize: WorkflowHostParts['authorizeStart'],
+  refs: ReadonlyMap<string, ContractRef>,
+): { authorizeStart?: NonNullable<ConstructorParameters<typeof WorkflowExecutor>[0]['authorizeStart']> } {
+  if (authorize === undefined) return {};
+  return {
+    authorizeStart: async ({ principalId, bundleDigest, workflow }) => {
+      const bundle = refs.get(bundleDigest);
+      if (bundle === undefined) throw unsupported(`bundle digest ${bundleDigest} is not deployed here`);
+      await authorize(principalId, bundle, workflow);
     },
   };
 }

@@ -20,7 +20,7 @@ import { deepFrozen, type JsonObject, type JsonValue } from '../contract/json.js
 import { limits } from '../contract/limits.js';
 import { describeErrors, compileChecker } from '../contract/validation.js';
 import { StaticDirectory } from '../adapters/directory/static.js';
-import { StaticPolicy, policyTtlMsDefault } from '../adapters/policy/static.js';
+import { StaticPolicy, policyTtlMsDefault, type PolicyRule } from '../adapters/policy/static.js';
 import { jetstreamStorePrefix, openStore } from '../adapters/store/open.js';
 import type { EventStore } from '../adapters/store/types.js';
 import type { NatsLogin } from '../adapters/transport/nats-creds.js';
@@ -103,7 +103,9 @@ const ruleSchema = {
     contracts: names,
     interactions: names,
     peers: names,
-    actions: { type: 'array', items: { enum: ['invoke', 'deliver', 'admit-result', 'cancel', 'renew'] } },
+    /** Pipeline or workflow names: the rule applies to their starts only (start-workflow). */
+    workflows: names,
+    actions: { type: 'array', items: { enum: ['invoke', 'deliver', 'admit-result', 'cancel', 'renew', 'start-workflow'] } },
   },
 } as const;
 
@@ -423,6 +425,30 @@ function semanticProblems(config: DeploymentConfig): string[] {
     if ('problem' in read) problems.push(`workflows.http.allow[${index}] ${read.problem}`);
   }
   problems.push(...secretOriginProblems(config));
+  problems.push(...policyRuleProblems(config.policy.rules));
+  return problems;
+}
+
+/**
+ * Rules that could match nothing (static.ts applies): one naming workflows and contracts,
+ * interactions or peers (a workflow start has none, a contract action no workflow); one naming
+ * workflows whose actions leave out start-workflow; one naming contracts, interactions or peers
+ * whose actions are start-workflow alone.
+ */
+function policyRuleProblems(rules: readonly PolicyRule[]): string[] {
+  const problems: string[] = [];
+  for (const [index, rule] of rules.entries()) {
+    const contractScoped = ['contracts', 'interactions', 'peers'].filter((field) => rule[field as 'contracts' | 'interactions' | 'peers'] !== undefined);
+    const at = `policy.rules[${index}]`;
+    if (rule.workflows !== undefined && contractScoped.length > 0)
+      problems.push(`${at} names workflows and ${contractScoped.join(', ')}: a workflow start has no contract, interaction or peer, so it would match nothing`);
+    else if (rule.workflows !== undefined && rule.actions !== undefined && !rule.actions.includes('start-workflow'))
+      problems.push(`${at} names workflows, but its actions leave out start-workflow: it would match nothing`);
+    else if (contractScoped.length > 0 && rule.actions !== undefined && rule.actions.length > 0 && rule.actions.every((action) => action === 'start-workflow'))
+      problems.push(
+        `${at} names ${contractScoped.join(', ')}, but its only action is start-workflow: a workflow start has none of them, so it would match nothing`,
+      );
+  }
   return problems;
 }
 
@@ -657,6 +683,7 @@ async function assemble(config: DeploymentConfig, parts: Parts): Promise<Running
         settings: config.workflows ?? {},
         listing: { operators: new Set(config.operators ?? []) },
         metrics: coordinator.metrics.registry,
+        authorizeStart: (principalId, bundle, workflow) => coordinator.authorizeWorkflowStart(principalId, bundle, workflow),
       })
     : undefined;
   return {

@@ -166,10 +166,11 @@ export function workflowInstanceOpenApi(errorResponses: (statuses: (400 | 401 | 
           operationId: 'startWorkflow',
           description:
             "Starts an instance of a bundle's pipeline or workflow (the bundle named by id, version and digest), or finds the one the same principal, bundle, workflow and invocationKey name. " +
+            "A new instance the deployment's policy does not allow the principal to start (action start-workflow) is 403 denied, naming the policy's revision, nothing recorded. " +
             "A different input under the same key is 409 conflict; a key whose instance was pruned (retention) is 410 expired, never started again. A new instance past the principal's bound of running instances (workflows.runningInstancesPerPrincipal), or past its start rate (workflows.startRate), is 503 unavailable, nothing recorded. " +
             'Waits up to waitMs (clamped to the deployment bound) for the instance to end.',
           requestBody: { required: true, content: json({ $ref: '#/components/schemas/WorkflowStartRequest' }) },
-          responses: { ...instanceProgress, ...errorResponses([400, 401, 409, 410, 413, 415, 422, 500, 503]) },
+          responses: { ...instanceProgress, ...errorResponses([400, 401, 403, 409, 410, 413, 415, 422, 500, 503]) },
         },
       },
       '/workflow-instances/{instanceId}': {

@@ -13,7 +13,7 @@ import { decisionAt, PolicyFailure, refusalError, type CheckedDecision } from '.
 import { AdapterError, AssertionFailure, isAdapterError } from '../contract/errors.js';
 import { limits } from '../contract/limits.js';
 import { isOperationId } from '../contract/ids.js';
-import type { InvocationRequest, RuntimeContext, WaitFor } from '../contract/types.js';
+import type { ContractRef, InvocationRequest, RuntimeContext, WaitFor } from '../contract/types.js';
 import type { DomainEvent, StoredTransition, Transition } from '../events/types.js';
 import {
   cancelUncarried,
@@ -181,6 +181,20 @@ export class Coordinator implements RuntimeHost {
       throw new PolicyFailure('unavailable', `authorization unavailable: ${(error as Error).message}`, { cause: error });
     }
     return decisionAt(decision, this.deps.clock.nowMs());
+  }
+
+  /**
+   * Whether the principal may start a new instance of the bundle's workflow (action
+   * start-workflow); throws the refusal: denied, naming the policy's revision. An allow whose
+   * validity ended before it arrived answers nothing, as a policy that could not answer does:
+   * unavailable, to be asked again.
+   */
+  async authorizeWorkflowStart(principalId: string, bundle: ContractRef, workflow: string): Promise<void> {
+    const context = this.context({ principalId, senderPeerId: null }, this.deps.clock.nowMs(), null);
+    const decision = await this.authorize({ context, action: 'start-workflow', bundle, workflow, peerId: null, branchId: null, attempt: null });
+    if (decision.allowed) return;
+    if (decision.refusal === 'expired') throw new AdapterError('unavailable', decision.reason);
+    throw refusalError(decision);
   }
 
   // ── effects: outbox, cancels, timers ─────────────────────────────────────

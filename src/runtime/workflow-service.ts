@@ -289,6 +289,12 @@ export type WorkflowHostFactory = (parts: {
   listing?: { operators: ReadonlySet<string>; stuckBounds?: WorkflowStuckBounds };
   /** Where the stuck instances gauge is registered (the coordinator's registry, served at /metrics). */
   metrics?: Registry;
+  /**
+   * Whether the principal may start a new instance of the bundle's workflow: the deployment's
+   * policy (action start-workflow), asked for each caller's start and each `run: workflow` child's;
+   * it throws the refusal (denied naming the policy's revision, or unavailable).
+   */
+  authorizeStart?: (principalId: string, bundle: ContractRef, workflow: string) => Promise<void>;
 }) => Promise<WorkflowHosting>;
 
 // ── schemas (shared by the HTTP facade, the NATS commands and OpenAPI) ─────────────

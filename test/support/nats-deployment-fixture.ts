@@ -72,6 +72,8 @@ export interface NatsFixtureOptions {
   serveLogToFile?: boolean;
   /** The serve config's `workflows` section (absent: the defaults). */
   workflows?: JsonObject;
+  /** The serve config's policy rules (absent: one rule allowing everything). */
+  policy?: JsonObject[];
   /**
    * Bundles of other subject namespaces deployed beside `bundle` (each attested peer-exclusive):
    * their audience peers get publish rights there too, as a peer that belongs to two deployments.
@@ -250,7 +252,7 @@ export class NatsDeploymentFixture {
       transport,
       bundles: ['bundle.json', ...(o.extraBundles ?? []).map((_, n) => this.extraBundleFile(n))],
       directory: { groups: o.groups },
-      policy: { rules: [{ effect: 'allow' }], ttlMs: 60_000 },
+      policy: { rules: o.policy ?? [{ effect: 'allow' }], ttlMs: 60_000 },
       attestations: this.namespaces.map((namespace) => ({ namespace, exclusivePeerPublishers: true })),
       deployment: { account: 'test', system: 'convoke', domain: 'nats-e2e' },
       http: {

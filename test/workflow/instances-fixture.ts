@@ -58,7 +58,7 @@ export interface WorkflowFixture {
 }
 
 export async function writeWorkflowFixture(
-  options: { store?: string; http?: JsonObject; workflows?: JsonObject; bundleWorkflows?: JsonObject } = {},
+  options: { store?: string; http?: JsonObject; workflows?: JsonObject; bundleWorkflows?: JsonObject; policy?: JsonObject[] } = {},
 ): Promise<WorkflowFixture> {
   const dir = await mkdtemp(join(tmpdir(), 'convoke-wf-'));
   const bundle = workflowBundle();
@@ -83,7 +83,7 @@ export async function writeWorkflowFixture(
     },
     bundles: ['bundle.json'],
     directory: { groups: { reviewers: ['alfa', 'bravo', 'charlie'], publishers: ['delta'], silent: ['zulu'] } },
-    policy: { rules: [{ effect: 'allow' }], ttlMs: 60_000 },
+    policy: { rules: options.policy ?? [{ effect: 'allow' }], ttlMs: 60_000 },
     attestations: [{ namespace: 'demo.v1.lab', exclusivePeerPublishers: true }],
     deployment: { account: 'test', system: 'convoke', domain: 'workflow-tests' },
     operators: ['ops'],

@@ -5,7 +5,8 @@
  * instance, a different input is 409, another principal gets 404, cancel is 422 where the bundle
  * does not declare caller cancellation and ends the instance where it does; the instance rebuilt
  * from the stored log agrees with what the command answered; a start past the principal's bound of
- * running instances is answered 503 unavailable; a start takes an input as deep as admission does
+ * running instances is answered 503 unavailable; a start the policy does not allow the principal
+ * (start-workflow) is 403 denied, nothing recorded; a start takes an input as deep as admission does
  * (its body one level deeper), one level more refused naming the depth, and the instance whose
  * output it is is read back, its reply nesting it below the reply's own levels; `convoke workflow
  * start` and `convoke invoke` send an --input that deep and refuse one deeper themselves.
@@ -82,14 +83,20 @@ const deployment = deploymentForSuite(
     peers: {
       alfa: { interactions: { allok: { result: { verdict: 'approve' } }, deep: { result: { verdict: 'approve' } }, deeper: { result: deeperResult } } },
     },
-    commandClients: ['billing', 'shipping'],
+    commandClients: ['billing', 'shipping', 'audit'],
     // Each principal's bound of running instances: billing never holds more than two at once here.
     workflows: { runningInstancesPerPrincipal: 3 },
+    // audit may call contracts, and start the workflow echo only.
+    policy: [
+      { effect: 'allow', principals: ['billing', 'shipping', 'web'] },
+      { effect: 'allow', principals: ['audit'], actions: ['invoke', 'deliver', 'admit-result', 'cancel', 'renew'] },
+      { effect: 'allow', principals: ['audit'], workflows: ['echo'] },
+    ],
   },
   {
     startUp: async (f) => {
       await Promise.all([f.startServe(), f.startPeer('alfa')]);
-      for (const who of ['billing', 'shipping']) clients[who] = await f.client(who);
+      for (const who of ['billing', 'shipping', 'audit']) clients[who] = await f.client(who);
     },
   },
 );
@@ -291,6 +298,19 @@ test("workflow-start past the principal's bound of running instances (workflows.
   assert.equal((await send('shipping', 'workflow-cancel', { instanceId: ids[0]! })).status, 200);
   assert.equal((await start('shipping', 'slow', 'bound-4', {})).status, 202, 'one ended: one more starts');
   for (const id of ids.slice(1)) await send('shipping', 'workflow-cancel', { instanceId: id });
+});
+
+test('workflow-start is decided by the policy: a principal allowed contract actions only is refused 403 denied naming the revision, nothing recorded; a rule naming the workflow allows it', async () => {
+  const refused = await start('audit', 'checked', 'audit-1', { document: 'd1' }, 10_000);
+  assert.equal(refused.status, 403, JSON.stringify(refused));
+  assert.equal('error' in refused && refused.error.kind, 'denied');
+  assert.match(('error' in refused && refused.error.description) || '', /no rule of policy static\.1 allows start-workflow of workflow "checked"/);
+  const listed = await sendWorkflowList(clients.audit!.transport, 'audit', {}, 10_000);
+  assert.ok('page' in listed, JSON.stringify(listed));
+  assert.deepEqual(listed.page.instances, [], 'nothing was recorded');
+  const echoed = await start('audit', 'echo', 'audit-2', { said: 'hi' }, 10_000);
+  assert.equal(echoed.status, 200, JSON.stringify(echoed));
+  assert.deepEqual(instanceOf(echoed).output, { said: 'hi' });
 });
 
 test('a start takes an input as deep as a contract invocation does (its body one level deeper), and the reply nesting it as output is read back; one level more is refused naming the depth', async () => {

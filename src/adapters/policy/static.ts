@@ -8,12 +8,19 @@ import { limits } from '../../contract/limits.js';
 import type { Clock } from '../../contract/clock.js';
 import type { AuthorizationDecision, AuthorizationInput, Policy, ProtectedAction } from './types.js';
 
+/**
+ * A rule names what it applies to; an absent list matches anything, `*` in one matches any value.
+ * A rule naming `contracts`, `interactions` or `peers` applies to contract actions only, one naming
+ * `workflows` to workflow starts only (`start-workflow`); one naming none of them applies to both.
+ */
 export interface PolicyRule {
   effect: 'allow' | 'deny';
   principals?: string[];
   contracts?: string[];
   interactions?: string[];
   peers?: string[];
+  /** Pipeline or workflow names, in any deployed bundle. */
+  workflows?: string[];
   actions?: ProtectedAction[];
 }
 
@@ -48,7 +55,11 @@ export class StaticPolicy implements Policy {
   }
 
   async authorize(input: AuthorizationInput): Promise<AuthorizationDecision> {
-    if (input.attempt !== null && (!Number.isSafeInteger(input.attempt) || input.attempt < 1 || input.attempt > limits.attemptsMax)) {
+    if (
+      input.action !== 'start-workflow' &&
+      input.attempt !== null &&
+      (!Number.isSafeInteger(input.attempt) || input.attempt < 1 || input.attempt > limits.attemptsMax)
+    ) {
       throw invalidInput(`authorization attempt ${input.attempt} is outside 1..${limits.attemptsMax}`);
     }
     const expiresAtMs = this.clock.nowMs() + this.ttlMs;
@@ -60,7 +71,7 @@ export class StaticPolicy implements Policy {
     }
     return allowed
       ? { allowed: true, revision: this.revision, expiresAtMs }
-      : { allowed: false, revision: this.revision, expiresAtMs, reason: `no rule of policy ${this.revision} allows ${input.action}` };
+      : { allowed: false, revision: this.revision, expiresAtMs, reason: `no rule of policy ${this.revision} allows ${actionOf(input)}` };
   }
 
   /** Revokes a peer (or a principal) from now on; already-open branches of that peer are terminated at their next protected transition. */
@@ -73,14 +84,20 @@ export class StaticPolicy implements Policy {
   }
 
   private applies(rule: PolicyRule, input: AuthorizationInput): boolean {
+    if (!matches(rule.principals, input.context.principalId) || (rule.actions !== undefined && !rule.actions.includes(input.action))) return false;
+    if (input.action === 'start-workflow')
+      return rule.contracts === undefined && rule.interactions === undefined && rule.peers === undefined && matches(rule.workflows, input.workflow);
     const peerScoped = rule.peers !== undefined && input.peerId === null;
     return (
+      rule.workflows === undefined &&
       !peerScoped &&
-      matches(rule.principals, input.context.principalId) &&
       matches(rule.contracts, input.contract.id) &&
       matches(rule.interactions, input.interaction) &&
-      matches(rule.peers, input.peerId) &&
-      (rule.actions === undefined || rule.actions.includes(input.action))
+      matches(rule.peers, input.peerId)
     );
   }
 }
+
+/** The action a refusal names: a workflow start names its workflow. */
+const actionOf = (input: AuthorizationInput): string =>
+  input.action === 'start-workflow' ? `start-workflow of workflow ${JSON.stringify(input.workflow)}` : input.action;

@@ -419,6 +419,7 @@ async function hostWorkflows(
     nats: nc,
     listing: { operators: new Set(config.operators ?? []) },
     metrics: coordinator.metrics.registry,
+    authorizeStart: (principalId, bundle, workflow) => coordinator.authorizeWorkflowStart(principalId, bundle, workflow),
   });
   closers.push(() => workflows.close());
   return workflows;

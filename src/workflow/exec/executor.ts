@@ -96,6 +96,14 @@ export interface WorkflowExecutorOptions {
   onStartRefused?: (starter: 'caller' | 'workflow', reason: 'running-bound' | 'start-rate') => void;
   /** New instances a caller may start per principal (config workflows.startRate); unbounded without it. */
   startRate?: AdmissionRateConfig;
+  /**
+   * Whether the principal may start a new instance of the workflow (the deployment's policy, action
+   * start-workflow), a caller's start or a `run: workflow` child's (for its parent's principal):
+   * asked for every start that would create an instance, after the look for one under its id and
+   * before anything is recorded or a token of the start rate taken; it throws the refusal (an
+   * AdapterError: denied, unavailable). Without it (convoke workflow run) every start is allowed.
+   */
+  authorizeStart?: (start: { principalId: string; bundleDigest: string; workflow: string }) => Promise<void>;
   /** Ended instances kept in memory for fast reads (default finishedCacheMaxDefault); older ones are read again on demand. */
   finishedCacheMax?: number;
   /** This worker's name in the instances' leases; unique among the workers sharing the store (default: host/pid/n). */
@@ -469,8 +477,9 @@ export class WorkflowExecutor implements CloudEventIntake {
   /**
    * Starts an instance (or finds the one its key names) and runs it in the background; answers
    * its id and whether this call created it. The document is checked first: an unsupported task
-   * is refused before anything is recorded; so is a start past its principal's bound of running
-   * instances (RunningBoundReached, running-bound.ts), unless its instance exists already.
+   * is refused before anything is recorded; so is a start the policy refuses (options.authorizeStart)
+   * or past its principal's bound of running instances (RunningBoundReached, running-bound.ts),
+   * unless its instance exists already.
    */
   async start(request: StartRequest): Promise<{ instanceId: string; created: boolean }> {
     const bundleDigest = request.bundleDigest ?? `sha256:${sha256Hex(canonicalJson(request.document))}`;
@@ -516,7 +525,7 @@ export class WorkflowExecutor implements CloudEventIntake {
     const pruned = (error: unknown) => {
       throw isAdapterError(error) && error.kind === 'expired' ? prunedKey(instanceId, request.invocationKey) : error;
     };
-    const admission = await this.admitStart(request, instanceId).catch(pruned);
+    const admission = await this.admitStart(request, instanceId, { bundleDigest, workflow: workflowName }).catch(pruned);
     if (admission === 'found') return this.found(instanceId, request).catch(pruned);
     let created: { kind: 'ok' } | StoreFailure;
     try {
@@ -533,18 +542,32 @@ export class WorkflowExecutor implements CloudEventIntake {
 
   /**
    * An instance stored under this id is answered (`found`: the start creates nothing, takes no
-   * token and runs nothing of the workflow); else a caller's start rate, then the principal's
-   * running bound, before anything is recorded; past either, an instance stored under this id
-   * since the look is answered as well. A
+   * token and runs nothing of the workflow); else the policy (options.authorizeStart), a caller's
+   * start rate, then the principal's running bound, before anything is recorded; refused by any, an
+   * instance stored under this id since the look is answered as well. A
    * caller's token is given back when the start creates nothing — its key names an instance
    * already, or the running bound refuses it — so that a client retrying, or waiting for a place
    * under the bound, keeps its rate for new work.
    */
-  private async admitStart(request: StartRequest, instanceId: string): Promise<'found' | { release(): void; createdNothing(): void }> {
+  private async admitStart(
+    request: StartRequest,
+    instanceId: string,
+    workflow: { bundleDigest: string; workflow: string },
+  ): Promise<'found' | { release(): void; createdNothing(): void }> {
     const stored = async () => (await this.load(instanceId)) !== undefined;
     // Looked up first: create runs the workflow up to its first commit before the store refuses a
     // stream that exists, so a start again would evaluate its first tasks again, at no token.
     if (await stored()) return 'found';
+    // Who may start it, as for an invocation: a refusal still answers the instance its key names.
+    const authorize = this.options.authorizeStart;
+    if (authorize !== undefined) {
+      try {
+        await authorize({ principalId: request.principalId, ...workflow });
+      } catch (refusal) {
+        if (await stored()) return 'found';
+        throw refusal;
+      }
+    }
     // A run: workflow child takes its root principal's token as a caller's start does: a tree's starts are bounded in rate.
     const rate = this.startRate;
     if (rate !== undefined) {
