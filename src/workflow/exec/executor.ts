@@ -541,10 +541,11 @@ export class WorkflowExecutor implements CloudEventIntake {
   }
 
   /**
-   * An instance stored under this id is answered (`found`: the start creates nothing, takes no
+   * An instance stored under this id is answered (`found`: the start creates nothing, keeps no
    * token and runs nothing of the workflow); else the policy (options.authorizeStart), a caller's
-   * start rate, then the principal's running bound, before anything is recorded; refused by any, an
-   * instance stored under this id since the look is answered as well. A
+   * start rate, then the principal's running bound, before anything is recorded — asked while the
+   * look for the id is under way, which each admission waits for; refused by any, an instance
+   * stored under this id since is answered as well. A
    * caller's token is given back when the start creates nothing — its key names an instance
    * already, or the running bound refuses it — so that a client retrying, or waiting for a place
    * under the bound, keeps its rate for new work.
@@ -555,9 +556,12 @@ export class WorkflowExecutor implements CloudEventIntake {
     workflow: { bundleDigest: string; workflow: string },
   ): Promise<'found' | { release(): void; createdNothing(): void }> {
     const stored = async () => (await this.load(instanceId)) !== undefined;
-    // Looked up first: create runs the workflow up to its first commit before the store refuses a
-    // stream that exists, so a start again would evaluate its first tasks again, at no token.
-    if (await stored()) return 'found';
+    // Looked up before anything of the workflow runs: create runs it up to its first commit before
+    // the store refuses a stream that exists, so a start again would evaluate its first tasks again,
+    // at no token. The look goes on while the policy, the rate and the bound are asked (the bound's
+    // count is a request of its own on JetStream); every path below awaits it or reads again.
+    const looked = stored();
+    looked.catch(() => undefined);
     // Who may start it, as for an invocation: a refusal still answers the instance its key names.
     const authorize = this.options.authorizeStart;
     if (authorize !== undefined) {
@@ -585,8 +589,16 @@ export class WorkflowExecutor implements CloudEventIntake {
       if (error instanceof RunningBoundReached) this.onStartRefused(request.parent === undefined ? 'caller' : 'workflow', 'running-bound');
       throw error;
     });
-    if (admission === undefined) {
+    const nothing = () => {
+      admission?.release();
       createdNothing();
+    };
+    const found = await looked.catch((error: unknown) => {
+      nothing();
+      throw error;
+    });
+    if (found || admission === undefined) {
+      nothing();
       return 'found';
     }
     return { release: () => admission.release(), createdNothing };
