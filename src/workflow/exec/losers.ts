@@ -21,7 +21,7 @@ import { isNotFound } from '../../runtime/errors.js';
 import type { ContractCalls } from './http-contracts.js';
 import { Halted } from './journal.js';
 import { ranInside, schemeOf, type Execution, type KeyScheme } from './keys.js';
-import { cancelledWithEnd } from './subworkflows.js';
+import { cancelledWithEnd, firstEndedAround } from './subworkflows.js';
 import type { ChildDisposed, ChildDisposition } from './events.js';
 import type { ChildRecord, WorkflowRecord } from './record.js';
 
@@ -82,22 +82,8 @@ function lostFork(record: WorkflowRecord, scheme: KeyScheme, at: string, child: 
 
 /** The first faulted task execution the child's task ran inside that ended after it started (the timeout that cancelled it); else its own. */
 function timedOutAround(record: WorkflowRecord, scheme: KeyScheme, at: string, child: ChildRecord): string {
-  const startedSeq = record.tasks[at]?.startedSeq ?? Number.MAX_SAFE_INTEGER;
-  let by = at;
-  let firstEndedSeq = Number.MAX_SAFE_INTEGER;
-  for (const [execution, task] of Object.entries(record.tasks)) {
-    const endedSeq = task.endedSeq ?? Number.MAX_SAFE_INTEGER;
-    if (
-      task.state === 'faulted' &&
-      startedSeq < endedSeq &&
-      endedSeq < firstEndedSeq &&
-      ranInside(scheme, { pointer: task.ref, at: execution }, child.ref, at)
-    ) {
-      by = execution;
-      firstEndedSeq = endedSeq;
-    }
-  }
-  return by;
+  const faulted = Object.entries(record.tasks).filter(([, task]) => task.state === 'faulted');
+  return firstEndedAround(record, scheme, faulted, child.ref, at) ?? at;
 }
 
 /** What released a child, as its disposition's detail says it: the fork's release, or the timed-out task's. */

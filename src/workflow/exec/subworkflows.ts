@@ -62,10 +62,10 @@ import { isObject, subworkflowRefOf, type SubworkflowRef } from './document.js';
 import { WorkflowRaise, raise, raiseAdapterError } from './dsl-errors.js';
 import type { SubworkflowDisposed, SubworkflowDisposition, WorkflowCancelledBeforeStart } from './events.js';
 import { Halted } from './journal.js';
-import { ranInside, schemeOf } from './keys.js';
+import { ranInside, schemeOf, type KeyScheme } from './keys.js';
 import { RunningBoundReached } from './running-bound.js';
 import { RateLimited } from '../../runtime/admission-rate.js';
-import type { SubworkflowRecord, WorkflowRecord } from './record.js';
+import type { SubworkflowRecord, TaskRecord, WorkflowRecord } from './record.js';
 import type { ChildStart, Interpreting as Interpreter, SubworkflowHost, TaskRun } from './run.js';
 
 const headerName = (document: JsonValue): string =>
@@ -354,19 +354,34 @@ export function owedDisposals(record: WorkflowRecord): OwedChild[] {
     if (child.disposition !== undefined) continue;
     const awaited = awaitsChild(document, child.ref);
     if (awaited ? record.steps[`${at}>run`] !== undefined : record.status === 'completed') continue;
-    const startedSeq = record.tasks[at]?.startedSeq ?? Number.MAX_SAFE_INTEGER;
-    let by = '/';
-    let firstEndedSeq = Number.MAX_SAFE_INTEGER;
-    for (const [execution, task] of awaited ? ended : []) {
-      const endedSeq = task.endedSeq ?? Number.MAX_SAFE_INTEGER;
-      if (startedSeq < endedSeq && endedSeq < firstEndedSeq && ranInside(scheme, { pointer: task.ref, at: execution }, child.ref, at)) {
-        by = execution;
-        firstEndedSeq = endedSeq;
-      }
-    }
-    owed.push({ at, child, by });
+    owed.push({ at, child, by: (awaited ? firstEndedAround(record, scheme, ended, child.ref, at) : undefined) ?? '/' });
   }
   return owed;
+}
+
+/**
+ * The first to end of the task executions `among` that the execution `at` of the task at `ref`
+ * ran inside and that ended after it started (the fault or cancel that stopped it); undefined
+ * when none did.
+ */
+export function firstEndedAround(
+  record: WorkflowRecord,
+  scheme: KeyScheme,
+  among: Iterable<[string, TaskRecord]>,
+  ref: string,
+  at: string,
+): string | undefined {
+  const startedSeq = record.tasks[at]?.startedSeq ?? Number.MAX_SAFE_INTEGER;
+  let first: string | undefined;
+  let firstEndedSeq = Number.MAX_SAFE_INTEGER;
+  for (const [execution, task] of among) {
+    const endedSeq = task.endedSeq ?? Number.MAX_SAFE_INTEGER;
+    if (startedSeq < endedSeq && endedSeq < firstEndedSeq && ranInside(scheme, { pointer: task.ref, at: execution }, ref, at)) {
+      first = execution;
+      firstEndedSeq = endedSeq;
+    }
+  }
+  return first;
 }
 
 /**
