@@ -65,6 +65,7 @@
  */
 import { AssertionFailure } from '../../contract/errors.js';
 import { escapePointer } from './expressions.js';
+import type { WorkflowRecord } from './record.js';
 
 /**
  * 1: every marker after the pointer (logs written before schemes were recorded); 2: `~v` on the
@@ -177,6 +178,17 @@ export function ranInside(scheme: KeyScheme, execution: Execution, ref: string, 
   const inner = splitKey(scheme, ref, at);
   if (!inner.marked.startsWith(outer.marked) || !inner.suffix.startsWith(outer.suffix)) return false;
   return nestedRest.test(inner.marked.slice(outer.marked.length));
+}
+
+/** The competing fork whose recorded win the execution `at` of the task at `ref` lost (it ran inside a branch other than the winner), if any. */
+export function lostFork(record: WorkflowRecord, scheme: KeyScheme, ref: string, at: string): string | undefined {
+  for (const [forkAt, winner] of Object.entries(record.winners)) {
+    const fork = record.tasks[forkAt];
+    const branches = `${fork?.ref}/fork/branches/`;
+    if (fork === undefined || !ref.startsWith(branches) || !ranInside(scheme, { pointer: fork.ref, at: forkAt }, ref, at)) continue;
+    if (Number.parseInt(ref.slice(branches.length), 10) !== winner) return forkAt;
+  }
+  return undefined;
 }
 
 /** What follows an execution's marked pointer in the marked pointer of one inside it: nothing, or its attempt (scheme 3) and the next level. */

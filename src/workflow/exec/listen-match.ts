@@ -28,7 +28,7 @@ import { isObject } from './document.js';
 import { isExpression, programOf, stringsOf } from './expressions.js';
 import { ExpressionNotAnswered, type ExpressionEvaluator } from './jq.js';
 import type { EventSender, WorkflowTransition } from './events.js';
-import { ranInside, schemeOf } from './keys.js';
+import { lostFork, ranInside, schemeOf } from './keys.js';
 import { taskTimeoutKey, type ListenRecord, type WorkflowRecord } from './record.js';
 
 export type ListenGroup = 'to' | 'until';
@@ -151,14 +151,7 @@ export function listenClosed(record: WorkflowRecord, at: string): boolean {
  */
 function inLosingBranch(record: WorkflowRecord, at: string): boolean {
   const ref = record.tasks[at]?.ref;
-  if (ref === undefined || schemeOf(record.started) !== 3) return false;
-  return Object.entries(record.winners).some(([forkAt, winner]) => {
-    const fork = record.tasks[forkAt];
-    const branches = `${fork?.ref}/fork/branches/`;
-    if (fork === undefined || !ref.startsWith(branches)) return false;
-    const branch = Number(ref.slice(branches.length).split('/', 1)[0]);
-    return branch !== winner && ranInside(3, { pointer: fork.ref, at: forkAt }, ref, at);
-  });
+  return ref !== undefined && schemeOf(record.started) === 3 && lostFork(record, 3, ref, at) !== undefined;
 }
 
 /**

@@ -20,7 +20,7 @@ import { limits } from '../../contract/limits.js';
 import { isNotFound } from '../../runtime/errors.js';
 import type { ContractCalls } from './http-contracts.js';
 import { Halted } from './journal.js';
-import { ranInside, schemeOf, type Execution, type KeyScheme } from './keys.js';
+import { lostFork, ranInside, schemeOf, type Execution, type KeyScheme } from './keys.js';
 import { cancelledWithEnd, firstEndedAround } from './subworkflows.js';
 import type { ChildDisposed, ChildDisposition } from './events.js';
 import type { ChildRecord, WorkflowRecord } from './record.js';
@@ -58,7 +58,7 @@ export function owedReleases(record: WorkflowRecord): OwedRelease[] {
   const owed: OwedRelease[] = [];
   for (const [at, child] of children) {
     if (child.disposition !== undefined || record.steps[`${at}>invoke`] !== undefined || record.tasks[at]?.state !== 'cancelled') continue;
-    const fork = lostFork(record, scheme, at, child);
+    const fork = lostFork(record, scheme, child.ref, at);
     if (fork !== undefined) {
       owed.push({ at, child, by: fork });
       continue;
@@ -67,17 +67,6 @@ export function owedReleases(record: WorkflowRecord): OwedRelease[] {
     if (!withEnd.has(at)) owed.push({ at, child, by: timedOutAround(record, scheme, at, child) });
   }
   return owed;
-}
-
-/** The competing fork whose win the child's task lost (it ran inside a branch other than the winner), if any. */
-function lostFork(record: WorkflowRecord, scheme: KeyScheme, at: string, child: ChildRecord): string | undefined {
-  for (const [forkAt, winner] of Object.entries(record.winners)) {
-    const fork = record.tasks[forkAt];
-    const branches = `${fork?.ref}/fork/branches/`;
-    if (fork === undefined || !child.ref.startsWith(branches) || !ranInside(scheme, { pointer: fork.ref, at: forkAt }, child.ref, at)) continue;
-    if (Number.parseInt(child.ref.slice(branches.length), 10) !== winner) return forkAt;
-  }
-  return undefined;
 }
 
 /** The first faulted task execution the child's task ran inside that ended after it started (the timeout that cancelled it); else its own. */
