@@ -29,7 +29,7 @@ import { isExpression, programOf, stringsOf } from './expressions.js';
 import { ExpressionNotAnswered, type ExpressionEvaluator } from './jq.js';
 import type { EventSender, WorkflowTransition } from './events.js';
 import { lostFork, ranInside, schemeOf } from './keys.js';
-import { taskTimeoutKey, type ListenRecord, type WorkflowRecord } from './record.js';
+import { taskTimeoutKey, type ListenRecord, type TaskRecord, type WorkflowRecord } from './record.js';
 
 export type ListenGroup = 'to' | 'until';
 
@@ -159,16 +159,24 @@ function inLosingBranch(record: WorkflowRecord, at: string): boolean {
  * ends the listen's wait as its own timeout does (enclosingEnded, once it has committed). Not a
  * listen's (the listen at `at` then runs in its `foreach`): its timeout ends its own wait, never
  * the iterations of the events it took, which run on past it (listenOutlivesTimeout). Keys of
- * scheme 3 only, as enclosingEnded.
+ * scheme 3 only (enclosing).
  */
 function enclosingTimeoutsMs(record: WorkflowRecord, at: string): number[] {
+  return enclosing(record, at).flatMap(([outer]) => {
+    const timer = record.timers[taskTimeoutKey(outer)];
+    return timer === undefined || record.listens[outer] !== undefined ? [] : [timer.dueAtMs];
+  });
+}
+
+/**
+ * The task executions the listen at `at` runs inside (its own task's excepted). Keys of scheme 3
+ * only: under the older schemes two executions may share a key (keys.ts), so one that ended could
+ * pass for the one the listen runs in.
+ */
+function enclosing(record: WorkflowRecord, at: string): [string, TaskRecord][] {
   const ref = record.tasks[at]?.ref;
   if (ref === undefined || schemeOf(record.started) !== 3) return [];
-  return Object.entries(record.tasks).flatMap(([outer, task]) => {
-    const timer = record.timers[taskTimeoutKey(outer)];
-    if (timer === undefined || record.listens[outer] !== undefined || !ref.startsWith(`${task.ref}/`)) return [];
-    return ranInside(3, { pointer: task.ref, at: outer }, ref, at) ? [timer.dueAtMs] : [];
-  });
+  return Object.entries(record.tasks).filter(([outer, task]) => ref.startsWith(`${task.ref}/`) && ranInside(3, { pointer: task.ref, at: outer }, ref, at));
 }
 
 /** enclosingEnded's answers, per tasks map (the fold replaces the map whenever a task starts or ends) and listen. */
@@ -179,8 +187,7 @@ const enclosingAnswers = new WeakMap<WorkflowRecord['tasks'], Map<string, boolea
  * recorded running: an enclosing task's timeout faulted it (a `try` may catch that, and the
  * instance goes on), and the listen's work stopped with it. Nothing will read what that listen
  * takes, nor record an `until` verdict on it (on which every later event it matched would wait,
- * untilPending): it takes nothing more. Keys of scheme 3 only: under the older schemes two
- * executions may share a key (keys.ts), so an ended one could pass for the one the listen runs in.
+ * untilPending): it takes nothing more. Keys of scheme 3 only (enclosing).
  */
 function enclosingEnded(record: WorkflowRecord, at: string): boolean {
   const tasks = record.tasks;
@@ -188,13 +195,7 @@ function enclosingEnded(record: WorkflowRecord, at: string): boolean {
   if (answers === undefined) enclosingAnswers.set(tasks, (answers = new Map()));
   let ended = answers.get(at);
   if (ended === undefined) {
-    const ref = tasks[at]?.ref;
-    ended =
-      ref !== undefined &&
-      schemeOf(record.started) === 3 &&
-      Object.entries(tasks).some(
-        ([outer, task]) => task.state !== 'running' && ref.startsWith(`${task.ref}/`) && ranInside(3, { pointer: task.ref, at: outer }, ref, at),
-      );
+    ended = enclosing(record, at).some(([, task]) => task.state !== 'running');
     answers.set(at, ended);
   }
   return ended;
