@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { VirtualClock } from '../../src/contract/clock.js';
-import { pastTheTimeout, pendingAnswer, stubContracts, stubDigest, unavailableAnswer } from './stub-runtime.js';
+import { pastTheTimeout, pendingAnswer, stubCall, stubContracts, unavailableAnswer } from './stub-runtime.js';
 import { assertReplayEqual, harness, yaml } from './support.js';
 
 const timeoutMs = 3000;
@@ -18,11 +18,7 @@ document: { dsl: '1.0.3', namespace: t, name: timed-call, version: '1.0.0' }
 do:
   - review:
       timeout: { after: { milliseconds: ${timeoutMs} } }
-      call: invoke-contract
-      with:
-        contract: { id: lab.review, version: '1.0.0', digest: '${stubDigest}' }
-        interaction: review
-        input: {}
+${stubCall('      ')}
 `);
 
 /** The same call under the workflow's timeout: the instance faults when it fires, the call's run is stopped. */
@@ -31,11 +27,7 @@ document: { dsl: '1.0.3', namespace: t, name: timed-workflow, version: '1.0.0' }
 timeout: { after: { milliseconds: ${timeoutMs} } }
 do:
   - review:
-      call: invoke-contract
-      with:
-        contract: { id: lab.review, version: '1.0.0', digest: '${stubDigest}' }
-        interaction: review
-        input: {}
+${stubCall('      ')}
 `);
 
 /** A runtime that answers the POST as `post` says (uncertain: 503) and every poll 503; the requests it took, with the clock's instant. */

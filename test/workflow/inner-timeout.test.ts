@@ -16,7 +16,7 @@ import type { DecisionView, InvocationResult } from '../../src/projections/views
 import type { ContractCalls } from '../../src/workflow/exec/http-contracts.js';
 import { pruneWorkflowInstances } from '../../src/workflow/exec/retention.js';
 import { assertReplayEqual, eventually, harness, yaml } from './support.js';
-import { stubDigest } from './stub-runtime.js';
+import { stubCall, stubDigest } from './stub-runtime.js';
 
 const timeoutMs = 3000;
 const hour = 3_600_000;
@@ -32,11 +32,7 @@ do:
             fork:
               branches:
                 - review:
-                    call: invoke-contract
-                    with:
-                      contract: { id: lab.review, version: '1.0.0', digest: '${stubDigest}' }
-                      interaction: review
-                      input: {}
+${stubCall('                    ')}
                 - nap:
                     do:
                       - sleep: { wait: { minutes: 10 } }

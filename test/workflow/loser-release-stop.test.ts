@@ -12,7 +12,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { VirtualClock } from '../../src/contract/clock.js';
 import type { JsonValue } from '../../src/contract/json.js';
-import { cancelledAnswer, pastTheTimeout, pendingAnswer, stubContracts, stubDigest, unavailableAnswer } from './stub-runtime.js';
+import { cancelledAnswer, pastTheTimeout, pendingAnswer, stubCall, stubContracts, unavailableAnswer } from './stub-runtime.js';
 import { assertReplayEqual, eventually, harness, slowDocument, workflowsAmong, yaml } from './support.js';
 
 const timeoutMs = 3000;
@@ -42,11 +42,7 @@ do:
                       - pause: { wait: { milliseconds: 600 } }
                       - answer: { set: { winner: quick } }
                 - review:
-                    call: invoke-contract
-                    with:
-                      contract: { id: lab.review, version: '1.0.0', digest: '${stubDigest}' }
-                      interaction: review
-                      input: {}
+${stubCall('                    ')}
 ${
   child
     ? `                - delegate:

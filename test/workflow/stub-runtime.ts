@@ -15,6 +15,12 @@ import { eventually } from './support.js';
 /** The digest the documents' contract calls name. */
 export const stubDigest = `sha256:${'ab'.repeat(32)}`;
 
+/** A task's contract call of the stub's contract (review, empty input), as YAML lines each led by `indent`. */
+export const stubCall = (indent: string): string =>
+  ['call: invoke-contract', 'with:', `  contract: { id: lab.review, version: '1.0.0', digest: '${stubDigest}' }`, '  interaction: review', '  input: {}']
+    .map((line) => `${indent}${line}`)
+    .join('\n');
+
 /** The facade's 202 for an operation admitted under `invocationKey` and not decided yet. */
 export function pendingAnswer(invocationKey: string): Response {
   return new Response(resultBody(invocationKey, null), { status: 202, headers: { [waitForHeader]: 'decision' } });
